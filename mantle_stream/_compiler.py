@@ -1,0 +1,134 @@
+"""The compiler: scenario assertions → machine plans and a routing table.
+
+Third stage of the pipeline. :func:`compile_scenario` turns a validated
+:class:`~mantle_stream._scenario.Scenario` into a :class:`Plan`: for each
+assertion a machine class and its immutable plan, and one routing table
+that maps an event's payload type and key (skill id, memory name, tool name)
+to the assertion indices that can react to it. A Plan is built once per
+scenario and shared by every conversation judged against it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from mantle_stream import _events as ev
+from mantle_stream._machines import (
+    FirstMatch,
+    Forbidden,
+    Machine,
+    MemoryAll,
+    MemoryAllPlan,
+    MemoryNotSet,
+    MemoryNotSetPlan,
+    Sequence,
+    SequencePlan,
+    ToolWindow,
+    ToolWindowPlan,
+)
+from mantle_stream._match import BotMatcher, Matcher, MemoryMatcher, Route, ToolMatcher, matcher_for
+from mantle_stream._scenario import (
+    Assertion,
+    BotCheck,
+    LifecycleCheck,
+    MemoryCheck,
+    Scenario,
+    SequencingCheck,
+    ToolExecutedCheck,
+    ToolsWithinOneTurnCheck,
+)
+
+__all__ = ["Plan", "RouteEntry", "compile_assertion", "compile_scenario"]
+
+#: The attribute each payload type is routed by; None routes by kind alone.
+_ROUTE_KEY: dict[type[ev.Payload], str | None] = {
+    ev.User: None,
+    ev.Bot: None,
+    ev.ToolExecuted: "tool_name",
+    ev.MemorySet: "name",
+    ev.MemoryCleared: "name",
+    **{cls: "skill_id" for cls in ev.PAYLOAD_TYPES.values()
+       if issubclass(cls, (ev.SkillEvent, ev.OrderedBlockEvent))},
+}
+_KIND_TYPE = {cls.kind: cls for cls in ev.PAYLOAD_TYPES.values()}
+
+#: (key getter or None, {key: assertion indices}, indices for any other key)
+RouteEntry = tuple["Callable[[Any], str] | None", dict[str, tuple[int, ...]], tuple[int, ...]]
+
+
+class Plan:
+    """A compiled scenario: shared, immutable after construction."""
+
+    __slots__ = ("factories", "kinds", "routes", "scenario")
+
+    def __init__(self, scenario: Scenario,
+                 compiled: list[tuple[type[Machine], Any, set[Route]]]) -> None:
+        self.scenario = scenario
+        self.kinds = tuple(a.kind for a in scenario.assertions)
+        self.factories = tuple((cls, plan) for cls, plan, _ in compiled)
+        self.routes = _route_table([routes for _, _, routes in compiled])
+
+    def machines(self) -> list[Machine | None]:
+        """Fresh machines for a new conversation."""
+        return [cls(plan) for cls, plan in self.factories]
+
+
+def _route_table(per_assertion: list[set[Route]]) -> dict[type[ev.Payload], RouteEntry]:
+    keyed: dict[str, dict[str, set[int]]] = {}
+    wild: dict[str, set[int]] = {}
+    for index, routes in enumerate(per_assertion):
+        for kind, key in routes:
+            if key is None:
+                wild.setdefault(kind, set()).add(index)
+            else:
+                keyed.setdefault(kind, {}).setdefault(key, set()).add(index)
+    table: dict[type[ev.Payload], RouteEntry] = {}
+    for kind in set(keyed) | set(wild):
+        cls = _KIND_TYPE[kind]
+        any_key = wild.get(kind, set())
+        attr = _ROUTE_KEY[cls]
+        getter = None if attr is None else operator.attrgetter(attr)
+        by_key = {key: tuple(sorted(ids | any_key)) for key, ids in keyed.get(kind, {}).items()}
+        table[cls] = (getter, by_key, tuple(sorted(any_key)))
+    return table
+
+
+def compile_assertion(assertion: Assertion) -> tuple[type[Machine], Any, set[Route]]:
+    """The machine class, its plan and its routes for one assertion."""
+    if isinstance(assertion, (LifecycleCheck, ToolExecutedCheck)):
+        matcher = matcher_for(assertion)
+        return FirstMatch, matcher, set(matcher.routes)
+    if isinstance(assertion, BotCheck):
+        bot = BotMatcher(assertion)
+        cls = FirstMatch if assertion.kind == "bot_uttered" else Forbidden
+        return cls, bot, set(bot.routes)
+    if isinstance(assertion, MemoryCheck):
+        if assertion.kind == "memory_was_not_set":
+            entries = [(e.name, e.has_value, e.value) for e in assertion.entries]
+            return (MemoryNotSet, MemoryNotSetPlan(entries),
+                    {("memory_set", e.name) for e in assertion.entries})
+        event_kind = "memory_set" if assertion.kind == "memory_was_set" else "memory_cleared"
+        matchers = [MemoryMatcher(event_kind, e.name, e.has_value, e.value)
+                    for e in assertion.entries]
+        return MemoryAll, MemoryAllPlan(matchers), {(event_kind, e.name)
+                                                    for e in assertion.entries}
+    if isinstance(assertion, SequencingCheck):
+        steps: list[Matcher] = [matcher_for(step) for step in assertion.steps]
+        return Sequence, SequencePlan(steps), {r for m in steps for r in m.routes}
+    if isinstance(assertion, ToolsWithinOneTurnCheck):
+        calls = [ToolMatcher(call) for call in assertion.calls]
+        routes: set[Route] = {("user", None)}
+        if assertion.allow_extra_calls:
+            routes |= {r for m in calls for r in m.routes}
+        else:
+            routes.add(("tool_executed", None))  # every counted run matters
+        return (ToolWindow, ToolWindowPlan(calls, assertion.ordered, assertion.allow_extra_calls),
+                routes)
+    raise TypeError(f"unknown assertion {assertion!r}")
+
+
+def compile_scenario(scenario: Scenario) -> Plan:
+    """Compile every assertion of a scenario."""
+    return Plan(scenario, [compile_assertion(a) for a in scenario.assertions])

@@ -1,0 +1,416 @@
+"""The engine: conversations, routing, verdicts. The embeddable library API.
+
+Last stage of the pure core. An :class:`Evaluator` holds one compiled
+:class:`~mantle_stream._compiler.Plan` per scenario and, per open
+conversation, one machine per assertion. Each event is routed only to the
+machines indexed under its payload type and key; a decision is reported the
+moment a machine makes it and the machine is then dropped, so a decided
+verdict never changes and costs nothing afterwards.
+
+No I/O, no clock: feeds, the CLI and the live view drive it from the edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from msgspec.structs import astuple
+
+from mantle_stream._compiler import Plan, compile_scenario
+from mantle_stream._errors import EventError, UsageError
+from mantle_stream._events import (
+    Event,
+    EventDecoder,
+    MemorySet,
+    Payload,
+    SessionEnded,
+    ToolExecuted,
+    User,
+    parse_json_value,
+    payload_of,
+)
+from mantle_stream._machines import Machine
+from mantle_stream._scenario import Scenario
+from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
+
+__all__ = ["ConversationState", "Evaluator", "UnmatchedConversation"]
+
+#: Events kept for a conversation that has not yet named its scenario.
+MAX_UNNAMED_BUFFER = 1000
+
+_ONE_PAYLOAD_NONES = len(Event.__struct_fields__[:17]) - 1
+
+
+class UnmatchedConversation(msgspec.Struct, frozen=True):
+    """A conversation judged against no scenario: it named none, or an unknown one."""
+
+    conversation_id: str
+    scenario: str | None
+    events: int
+
+
+class ConversationState(msgspec.Struct, frozen=True):
+    """Checkpoint of one open conversation: plain data, msgspec-serializable."""
+
+    conversation_id: str
+    scenario: str
+    events: int
+    next_seq: int
+    turn: int
+    results: list[Decision | None]
+    machines: list[list[Any] | None]
+
+
+class _Conversation:
+    __slots__ = ("buffer", "cid", "events", "finished", "machines", "next_seq", "pending",
+                 "plan", "requested", "results", "turn")
+
+    def __init__(self, cid: str, plan: Plan | None) -> None:
+        self.cid = cid
+        self.plan = plan
+        self.machines: list[Machine | None] = plan.machines() if plan else []
+        self.results: list[Decision | None] = [None] * len(self.machines)
+        self.pending = len(self.machines)
+        self.events = 0
+        self.next_seq = 0
+        self.turn = 0
+        self.finished = False
+        self.requested: str | None = None
+        self.buffer: list[tuple[Payload, Any, int]] | None = None
+
+
+class Evaluator:
+    """Judges conversations against scenarios while their events arrive.
+
+    >>> evaluator = Evaluator(load_scenarios(["scenarios/"]))   # doctest: +SKIP
+    >>> for decision in evaluator.push_line(line): ...           # doctest: +SKIP
+    >>> evaluator.finish_all(); evaluator.results()              # doctest: +SKIP
+
+    With one scenario every conversation is judged against it; with several,
+    a conversation is judged against the scenario whose name or file stem
+    equals ``metadata.scenario`` on its events.
+    """
+
+    def __init__(self, scenarios: Scenario | Iterable[Scenario], *,
+                 source: str = "<events>") -> None:
+        if isinstance(scenarios, Scenario):
+            scenarios = [scenarios]
+        self._plans = [compile_scenario(s) for s in scenarios]
+        if not self._plans:
+            raise UsageError("an evaluator needs at least one scenario")
+        self._by_name: dict[str, Plan] = {}
+        for plan in self._plans:
+            for name in (plan.scenario.stem, plan.scenario.name):
+                self._by_name[name] = plan
+        self._single = self._plans[0] if len(self._plans) == 1 else None
+        self._convs: dict[str, _Conversation] = {}
+        self._decoder = EventDecoder(source)
+        self._line = 0
+        self._events = 0
+        self._late = 0
+        self._decisions = 0
+        self._passed = 0
+        self._failed = 0
+
+    # ------------------------------------------------------------------ input
+
+    @property
+    def scenarios(self) -> list[Scenario]:
+        return [p.scenario for p in self._plans]
+
+    def push(self, event: Event) -> list[Decision]:
+        """Apply one parsed event; return the decisions it caused."""
+        payload = payload_of(event)
+        out: list[Decision] = []
+        self._apply(event, payload, out)
+        return out
+
+    def push_line(self, line: bytes | str) -> list[Decision]:
+        """Apply one JSON line (blank lines are ignored)."""
+        if isinstance(line, str):
+            line = line.encode()
+        self._line += 1
+        event = self._decoder.decode_line(line.rstrip(b"\r\n"), self._line)
+        out: list[Decision] = []
+        if event is not None:
+            try:
+                self._apply(event, payload_of(event), out)
+            except EventError as exc:
+                raise self._locate(exc, self._line, line) from None
+        return out
+
+    def push_chunk(self, chunk: bytes) -> list[Decision]:
+        """Apply a chunk of complete JSON lines (the fast path for files and sockets).
+
+        The chunk must end at a line boundary; a trailing partial line is
+        decoded as a line of its own.
+        """
+        first = self._line + 1
+        self._line += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") or not chunk else 1)
+        events = self._decoder.decode_chunk(chunk, first)
+        out: list[Decision] = []
+        apply = self._apply
+        for position, event in enumerate(events):
+            try:
+                apply(event, next(filter(None, astuple(event))), out)
+            except EventError as exc:
+                line_no, line = _line_of(chunk, first, position)
+                raise self._locate(exc, line_no, line) from None
+        return out
+
+    def _locate(self, exc: EventError, line_no: int, line: bytes) -> EventError:
+        if exc.line is not None:
+            return exc
+        return EventError(exc.message, source=self._decoder.source, line=line_no,
+                          excerpt=line.decode("utf-8", "replace").strip()[:120])
+
+    @property
+    def lines_read(self) -> int:
+        return self._line
+
+    @property
+    def decoder(self) -> EventDecoder:
+        return self._decoder
+
+    # ------------------------------------------------------------------ core
+
+    def _apply(self, event: Event, payload: Payload, out: list[Decision]) -> None:
+        # Parse JSON-in-a-string before touching any state: a bad event then
+        # leaves the evaluator exactly as it was (the caller may skip it).
+        cls = type(payload)
+        value: Any = None
+        if cls is MemorySet:
+            value = parse_json_value(payload.value_json, "`memory_set.value_json`")  # type: ignore[attr-defined]
+        elif cls is ToolExecuted:
+            value = parse_json_value(payload.arguments_json, "`tool_executed.arguments_json`")  # type: ignore[attr-defined]
+            if type(value) is not dict:
+                raise EventError("`tool_executed.arguments_json` must hold a JSON object, got "
+                                 f"{type(value).__name__}")
+        conv = self._convs.get(event.conversation_id)
+        if conv is None:
+            conv = self._open(event)
+        self._events += 1
+        if conv.finished:
+            self._late += 1
+            return
+        seq = event.sequence
+        if seq < 0:
+            seq = conv.next_seq
+        conv.next_seq = seq + 1
+        conv.events += 1
+        plan = conv.plan
+        if plan is None:
+            plan = self._name_scenario(conv, event)
+            if plan is None:
+                self._hold(conv, payload, value, seq)
+                if cls is SessionEnded:
+                    conv.finished = True
+                return
+            self._replay(conv, out)
+        self._dispatch(conv, plan, payload, value, seq, out)
+
+    def _dispatch(self, conv: _Conversation, plan: Plan, payload: Payload, value: Any,
+                  seq: int, out: list[Decision]) -> None:
+        cls = type(payload)
+        if cls is User:
+            conv.turn += 1
+        route = plan.routes.get(cls)
+        if route is not None:
+            getter, keyed, wild = route
+            targets = wild if getter is None else keyed.get(getter(payload), wild)
+            if targets:
+                machines = conv.machines
+                for index in targets:
+                    machine = machines[index]
+                    if machine is None:
+                        continue
+                    outcome = machine.step(payload, value, seq)
+                    if outcome is not None:
+                        self._decide(conv, index, outcome[0], seq, outcome[1], out)
+        if cls is SessionEnded:
+            self._finish(conv, out)
+
+    def _decide(self, conv: _Conversation, index: int, passed: bool, decided_at: int | None,
+                reason: str, out: list[Decision]) -> None:
+        plan = conv.plan
+        assert plan is not None
+        decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
+                            "passed" if passed else "failed", decided_at, reason, conv.turn)
+        conv.machines[index] = None
+        conv.results[index] = decision
+        conv.pending -= 1
+        self._decisions += 1
+        out.append(decision)
+
+    def _open(self, event: Event) -> _Conversation:
+        conv = _Conversation(event.conversation_id, self._single)
+        self._convs[event.conversation_id] = conv
+        return conv
+
+    def _name_scenario(self, conv: _Conversation, event: Event) -> Plan | None:
+        if conv.requested is not None:
+            return None  # named an unknown scenario: never judged
+        name = event.metadata.get("scenario") if event.metadata else None
+        if not isinstance(name, str):
+            return None
+        plan = self._by_name.get(name)
+        if plan is None:
+            conv.requested = name
+            conv.buffer = None
+            return None
+        conv.plan = plan
+        conv.machines = plan.machines()
+        conv.results = [None] * len(conv.machines)
+        conv.pending = len(conv.machines)
+        return plan
+
+    def _hold(self, conv: _Conversation, payload: Payload, value: Any, seq: int) -> None:
+        if conv.requested is not None:
+            return
+        if conv.buffer is None:
+            conv.buffer = []
+        if len(conv.buffer) < MAX_UNNAMED_BUFFER:
+            conv.buffer.append((payload, value, seq))
+        else:
+            conv.requested = ""  # gave up waiting: reported as naming no scenario
+
+    def _replay(self, conv: _Conversation, out: list[Decision]) -> None:
+        held, conv.buffer = conv.buffer or [], None
+        plan = conv.plan
+        assert plan is not None
+        turn = conv.turn
+        conv.turn = 0
+        for payload, value, seq in held:
+            self._dispatch(conv, plan, payload, value, seq, out)
+        conv.turn = max(conv.turn, turn)
+
+    # ------------------------------------------------------------------ ending
+
+    def finish(self, conversation_id: str) -> list[Decision]:
+        """End one conversation now: every pending assertion resolves."""
+        conv = self._convs.get(conversation_id)
+        if conv is None:
+            raise UsageError(f"unknown conversation `{conversation_id}`")
+        out: list[Decision] = []
+        self._finish(conv, out)
+        return out
+
+    def finish_all(self) -> list[Decision]:
+        """End of input: finish every open conversation."""
+        out: list[Decision] = []
+        for conv in self._convs.values():
+            self._finish(conv, out)
+        return out
+
+    def _finish(self, conv: _Conversation, out: list[Decision]) -> None:
+        if conv.finished:
+            return
+        conv.finished = True
+        if conv.plan is None:
+            return
+        for index, machine in enumerate(conv.machines):
+            if machine is not None:
+                passed, reason = machine.finish()
+                self._decide(conv, index, passed, None, reason, out)
+        conv.machines = []
+        if any(r is not None and r.verdict == "failed" for r in conv.results):
+            self._failed += 1
+        else:
+            self._passed += 1
+
+    # ------------------------------------------------------------------ reading
+
+    def is_settled(self, conversation_id: str) -> bool:
+        """True when the conversation's outcome can no longer change.
+
+        That is when it has ended, when an assertion has failed, or when every
+        assertion is decided: a simulator may stop the conversation early.
+        """
+        conv = self._convs.get(conversation_id)
+        if conv is None:
+            return False
+        if conv.finished or (conv.plan is not None and conv.pending == 0):
+            return True
+        return any(r is not None and r.verdict == "failed" for r in conv.results)
+
+    def result(self, conversation_id: str) -> ConversationResult:
+        conv = self._convs.get(conversation_id)
+        if conv is None or conv.plan is None:
+            raise UsageError(f"no judged conversation `{conversation_id}`")
+        return _result_of(conv)
+
+    def results(self) -> list[ConversationResult]:
+        """A snapshot of every judged conversation, in order of first event."""
+        return [_result_of(c) for c in self._convs.values() if c.plan is not None]
+
+    def unmatched(self) -> list[UnmatchedConversation]:
+        """Conversations that named no known scenario (only with several scenarios)."""
+        return [UnmatchedConversation(c.cid, c.requested or None, c.events)
+                for c in self._convs.values() if c.plan is None]
+
+    def statistics(self) -> Statistics:
+        open_ = sum(1 for c in self._convs.values() if not c.finished)
+        return Statistics(
+            events=self._events, conversations=len(self._convs), open=open_,
+            passed=self._passed, failed=self._failed, decisions=self._decisions,
+            unknown_kinds=sum(self._decoder.unknown.values()), late_events=self._late,
+            unmatched=sum(1 for c in self._convs.values() if c.plan is None),
+        )
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def conversation_state(self, conversation_id: str) -> ConversationState:
+        """The state of one judged, open conversation as plain data."""
+        conv = self._convs.get(conversation_id)
+        if conv is None or conv.plan is None or conv.finished:
+            raise UsageError(f"no open judged conversation `{conversation_id}`")
+        return ConversationState(
+            conversation_id=conv.cid, scenario=conv.plan.scenario.name, events=conv.events,
+            next_seq=conv.next_seq, turn=conv.turn, results=list(conv.results),
+            machines=[None if m is None else m.state() for m in conv.machines],
+        )
+
+    def restore_conversation(self, state: ConversationState) -> None:
+        """Re-open a conversation from :meth:`conversation_state` (same scenarios)."""
+        plan = self._by_name.get(state.scenario)
+        if plan is None:
+            raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
+        conv = _Conversation(state.conversation_id, plan)
+        conv.events, conv.next_seq, conv.turn = state.events, state.next_seq, state.turn
+        conv.results = list(state.results)
+        for index, machine_state in enumerate(state.machines):
+            machine = conv.machines[index]
+            if machine_state is None:
+                conv.machines[index] = None
+            elif machine is not None:
+                machine.restore(machine_state)
+        conv.pending = sum(1 for r in conv.results if r is None)
+        self._convs[conv.cid] = conv
+
+
+def _result_of(conv: _Conversation) -> ConversationResult:
+    plan = conv.plan
+    assert plan is not None
+    assertions = tuple(
+        AssertionResult(i, plan.kinds[i], "pending") if r is None
+        else AssertionResult(i, r.kind, r.verdict, r.decided_at, r.reason)
+        for i, r in enumerate(conv.results)
+    )
+    verdicts = {a.verdict for a in assertions}
+    verdict = ("failed" if "failed" in verdicts else "pending" if "pending" in verdicts
+               else "passed")
+    return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,
+                              conv.finished, conv.turn)
+
+
+def _line_of(chunk: bytes, first: int, position: int) -> tuple[int, bytes]:
+    """The line number and text of the ``position``-th non-blank line of a chunk."""
+    seen = -1
+    for offset, line in enumerate(chunk.split(b"\n")):
+        if line.strip():
+            seen += 1
+            if seen == position:
+                return first + offset, line
+    return first, b""

@@ -1,0 +1,432 @@
+"""State machines: one per assertion per conversation, sans I/O.
+
+Theory of operation. The engine routes an event to a machine only when the
+machine's plan is indexed under the event's (kind, key). ``step(payload,
+value, seq)`` then returns ``None`` while the assertion is still pending or a
+``(passed, reason)`` pair exactly once; the engine records it with ``seq`` as
+``decided_at`` and never calls the machine again. ``finish()`` resolves a
+pending machine at the end of the conversation (``decided_at`` null).
+
+Each machine is two objects: an immutable *plan* built once per scenario by
+the compiler (matchers, bit masks, wording) and shared by every conversation,
+and a tiny per-conversation instance with ``__slots__`` holding only state
+whose size is bounded by the assertion — a bitmask, a cursor, a counter, the
+last near miss — never by the conversation's length. ``state()`` and
+``restore()`` expose that state as plain data for checkpoints.
+
+When a machine decides, as a table (see spec/semantics.md):
+
+=====================================  ======================  =====================
+machine                                decides early            at finish
+=====================================  ======================  =====================
+FirstMatch (skill/block/tool/bot)      pass on first match      fail
+MemoryAll (was_set / was_cleared)      pass when all entries    fail
+MemoryNotSet                           fail on a no-value write pass, or fail if a
+                                                                last write equalled
+Forbidden (bot_did_not_utter)          fail on first match      pass
+Sequence                               pass on the last step    fail
+ToolWindow (allow_extra_calls true)    pass when a turn holds   fail
+                                       every listed call
+ToolWindow (allow_extra_calls false)   pass at the user event   judge the last turn
+                                       ending a satisfying turn
+=====================================  ======================  =====================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mantle_stream._events import Payload, ToolExecuted
+from mantle_stream._match import Matcher, MemoryMatcher, ToolMatcher, fmt_value
+from mantle_stream._scenario import LIFECYCLE_TOOLS
+from mantle_stream._values import strict_equal
+
+__all__ = [
+    "FirstMatch",
+    "Forbidden",
+    "Machine",
+    "MemoryAll",
+    "MemoryNotSet",
+    "Outcome",
+    "Sequence",
+    "ToolWindow",
+]
+
+#: What a machine returns when it decides: (passed, reason).
+Outcome = tuple[bool, str]
+
+
+class Machine:
+    """Base class. Subclasses set ``__slots__`` for their state."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+
+    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+        raise NotImplementedError
+
+    def finish(self) -> Outcome:
+        raise NotImplementedError
+
+    def state(self) -> list[Any]:
+        return []
+
+    def restore(self, state: list[Any]) -> None:
+        if state:
+            raise ValueError(f"{type(self).__name__} has no state, got {state!r}")
+
+
+def _with_near(text: str, near: str | None) -> str:
+    return text if near is None else f"{text}; closest: {near}"
+
+
+class FirstMatch(Machine):
+    """Passes at the first matching event; fails at the end. Plan: a Matcher."""
+
+    __slots__ = ("near",)
+    plan: Matcher
+
+    def __init__(self, plan: Matcher) -> None:
+        self.plan = plan
+        self.near: str | None = None
+
+    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+        matcher = self.plan
+        if matcher.matches(payload, value):
+            return True, matcher.describe()
+        near = matcher.near_miss(payload, value)
+        if near is not None:
+            self.near = near
+        return None
+
+    def finish(self) -> Outcome:
+        return False, _with_near(self.plan.never(), self.near)
+
+    def state(self) -> list[Any]:
+        return [self.near]
+
+    def restore(self, state: list[Any]) -> None:
+        (self.near,) = state
+
+
+class Forbidden(Machine):
+    """bot_did_not_utter: fails at the first matching event; passes at the end."""
+
+    __slots__ = ()
+    plan: Matcher
+
+    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+        if self.plan.matches(payload, value):
+            text = f"agent uttered the forbidden message ({self.plan.describe()})"
+            if getattr(payload, "text", None):
+                text += f": {_quote(payload.text)}"  # type: ignore[attr-defined]
+            return False, text
+        return None
+
+    def finish(self) -> Outcome:
+        return True, f"never said: {self.plan.describe()}"
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    return f'"{text}"' if len(text) <= limit else f'"{text[: limit - 1]}…"'
+
+
+class MemoryAllPlan:
+    """memory_was_set / memory_was_cleared with one or more entries (AND)."""
+
+    __slots__ = ("by_name", "full", "matchers")
+
+    def __init__(self, matchers: list[MemoryMatcher]) -> None:
+        self.matchers = matchers
+        self.full = (1 << len(matchers)) - 1
+        by_name: dict[str, list[tuple[int, MemoryMatcher]]] = {}
+        for i, m in enumerate(matchers):
+            by_name.setdefault(m.name, []).append((1 << i, m))
+        self.by_name = {k: tuple(v) for k, v in by_name.items()}
+
+
+class MemoryAll(Machine):
+    __slots__ = ("done", "near")
+    plan: MemoryAllPlan
+
+    def __init__(self, plan: MemoryAllPlan) -> None:
+        self.plan = plan
+        self.done = 0  # bit i: entry i has matched
+        self.near: str | None = None
+
+    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+        plan = self.plan
+        for bit, matcher in plan.by_name[payload.name]:  # type: ignore[attr-defined]
+            if self.done & bit:
+                continue
+            if matcher.matches(payload, value):
+                self.done |= bit
+            else:
+                near = matcher.near_miss(payload, value)
+                if near is not None:
+                    self.near = near
+        if self.done == plan.full:
+            return True, "; ".join(m.describe() for m in plan.matchers)
+        return None
+
+    def finish(self) -> Outcome:
+        missing = [m.never() for i, m in enumerate(self.plan.matchers)
+                   if not self.done & (1 << i)]
+        return False, _with_near("; ".join(missing), self.near)
+
+    def state(self) -> list[Any]:
+        return [self.done, self.near]
+
+    def restore(self, state: list[Any]) -> None:
+        self.done, self.near = state
+
+
+class MemoryNotSetPlan:
+    """memory_was_not_set: entries without a value fail on any write of the key;
+    entries with a value are judged on the last write at the end."""
+
+    __slots__ = ("by_name", "entries")
+
+    def __init__(self, entries: list[tuple[str, bool, Any]]) -> None:
+        self.entries = entries
+        by_name: dict[str, list[tuple[int, bool, Any]]] = {}
+        for i, (name, has_value, value) in enumerate(entries):
+            by_name.setdefault(name, []).append((1 << i, has_value, value))
+        self.by_name = {k: tuple(v) for k, v in by_name.items()}
+
+
+class MemoryNotSet(Machine):
+    __slots__ = ("last_equal",)
+    plan: MemoryNotSetPlan
+
+    def __init__(self, plan: MemoryNotSetPlan) -> None:
+        self.plan = plan
+        self.last_equal = 0  # bit i: the last write of entry i's key equalled its value
+
+    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+        name: str = payload.name  # type: ignore[attr-defined]
+        for bit, has_value, expected in self.plan.by_name[name]:
+            if not has_value:
+                return False, f"memory `{name}` was set to {fmt_value(value)}"
+            if strict_equal(value, expected):
+                self.last_equal |= bit
+            else:
+                self.last_equal &= ~bit
+        return None
+
+    def finish(self) -> Outcome:
+        bad = [(name, value) for i, (name, has_value, value) in enumerate(self.plan.entries)
+               if has_value and self.last_equal & (1 << i)]
+        if bad:
+            name, value = bad[0]
+            return False, f"the last write of memory `{name}` was {fmt_value(value)}"
+        names = ", ".join(f"`{name}`" for name, _, _ in self.plan.entries)
+        return True, f"memory {names} never ended with a forbidden write"
+
+    def state(self) -> list[Any]:
+        return [self.last_equal]
+
+    def restore(self, state: list[Any]) -> None:
+        (self.last_equal,) = state
+
+
+class SequencePlan:
+    __slots__ = ("matchers",)
+
+    def __init__(self, matchers: list[Matcher]) -> None:
+        self.matchers = matchers
+
+
+class Sequence(Machine):
+    """A cursor over the steps; each step matched at the earliest later event."""
+
+    __slots__ = ("cursor",)
+    plan: SequencePlan
+
+    def __init__(self, plan: SequencePlan) -> None:
+        self.plan = plan
+        self.cursor = 0
+
+    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+        matchers = self.plan.matchers
+        if matchers[self.cursor].matches(payload, value):
+            self.cursor += 1
+            if self.cursor == len(matchers):
+                return True, f"all {len(matchers)} steps happened in order"
+        return None
+
+    def finish(self) -> Outcome:
+        matchers = self.plan.matchers
+        done = self.cursor
+        text = f"step {done + 1} of {len(matchers)} never happened"
+        if done:
+            text += " after step " + str(done)
+        return False, f"{text}: {matchers[done].describe()}"
+
+    def state(self) -> list[Any]:
+        return [self.cursor]
+
+    def restore(self, state: list[Any]) -> None:
+        (self.cursor,) = state
+
+
+class ToolWindowPlan:
+    """tools_within_one_turn: the listed calls, how to judge a turn."""
+
+    __slots__ = ("allow_extra", "full", "matchers", "ordered")
+
+    def __init__(self, matchers: list[ToolMatcher], ordered: bool, allow_extra: bool) -> None:
+        self.matchers = matchers
+        self.ordered = ordered
+        self.allow_extra = allow_extra
+        self.full = len(matchers)
+
+    def mask(self, payload: ToolExecuted, value: Any) -> int:
+        """Bit i set when the run can satisfy listed call i."""
+        mask = 0
+        for i, matcher in enumerate(self.matchers):
+            if matcher.matches(payload, value):
+                mask |= 1 << i
+        return mask
+
+    def names(self) -> str:
+        return ", ".join(f"`{m.tool_name}`" for m in self.matchers)
+
+
+class ToolWindow(Machine):
+    """Per-turn window over counted tool runs.
+
+    State, all bounded by the number of listed calls k:
+
+    * ``turn``: user turns seen (turn 0 is before the first user event);
+    * ``runs``: counted runs in this turn (only compared with k);
+    * ``slots``: for unordered checks, ``slots[i]`` is the call-mask of the
+      run currently assigned to listed call i, or 0. New runs extend this
+      maximum matching by one augmenting-path search; a run left unmatched
+      can never help later (any augmenting path would have to start at the
+      newest run), so it is not remembered;
+    * ``cursor``: for ordered checks, listed calls matched so far in order;
+    * ``broken``: the turn can no longer satisfy a no-extra-calls check;
+    * ``best``: the most listed calls any turn satisfied, and where, for the
+      failure reason.
+    """
+
+    __slots__ = ("best", "broken", "cursor", "runs", "slots", "turn")
+    plan: ToolWindowPlan
+
+    def __init__(self, plan: ToolWindowPlan) -> None:
+        self.plan = plan
+        self.turn = 0
+        self._reset()
+        self.best: list[Any] = [0, 0, None]  # [calls satisfied, turn, why not]
+
+    def _reset(self) -> None:
+        self.runs = 0
+        self.cursor = 0
+        self.broken: str | None = None
+        self.slots = [0] * self.plan.full if not self.plan.ordered else []
+
+    def _matched(self) -> int:
+        if self.plan.ordered:
+            return self.cursor
+        return sum(1 for s in self.slots if s)
+
+    def _note_best(self) -> None:
+        got = self._matched()
+        if got > self.best[0] or (got == self.best[0] and self.best[2] is None and self.broken):
+            self.best = [got, self.turn, self.broken]
+
+    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+        plan = self.plan
+        if payload.kind == "user":
+            verdict = self._end_turn() if not plan.allow_extra else None
+            self._note_best()
+            self.turn += 1
+            self._reset()
+            return verdict
+        run: ToolExecuted = payload  # type: ignore[assignment]
+        if run.source == "local" and run.tool_name in LIFECYCLE_TOOLS:
+            return None
+        self.runs += 1
+        if self.broken is not None:
+            return None
+        mask = plan.mask(run, value)
+        if plan.ordered:
+            if plan.allow_extra:
+                if mask >> self.cursor & 1:
+                    self.cursor += 1
+            elif self.runs <= plan.full and mask >> (self.runs - 1) & 1:
+                self.cursor += 1
+            else:
+                self.broken = (f"`{run.tool_name}` ran as call {self.runs} of the turn, "
+                               "out of the listed order" if self.runs <= plan.full
+                               else f"the turn had an extra call `{run.tool_name}`")
+        else:
+            if not plan.allow_extra and self.runs > plan.full:
+                self.broken = f"the turn had an extra call `{run.tool_name}`"
+            elif mask:
+                _augment(self.slots, mask, 0)
+            elif not plan.allow_extra:
+                self.broken = f"the turn had an extra call `{run.tool_name}`"
+        if plan.allow_extra and self._matched() == plan.full:
+            return True, f"{plan.names()} all ran within turn {self.turn}"
+        return None
+
+    def _end_turn(self) -> Outcome | None:
+        plan = self.plan
+        if self.broken is None and self.runs == plan.full and self._matched() == plan.full:
+            return True, f"{plan.names()} ran within turn {self.turn} with no other calls"
+        return None
+
+    def finish(self) -> Outcome:
+        if not self.plan.allow_extra:
+            verdict = self._end_turn()
+            if verdict is not None:
+                return verdict
+        self._note_best()
+        got, turn, why = self.best
+        text = f"no user turn ran all of {self.plan.names()}"
+        if got:
+            text += f"; turn {turn} ran {got} of {self.plan.full}"
+            if why:
+                text += f", but {why}"
+        elif why:
+            text += f"; turn {turn}: {why}"
+        return False, text
+
+    def state(self) -> list[Any]:
+        return [self.turn, self.runs, self.cursor, self.broken, list(self.slots), self.best]
+
+    def restore(self, state: list[Any]) -> None:
+        self.turn, self.runs, self.cursor, self.broken, slots, self.best = state
+        self.slots = list(slots)
+
+
+def _augment(slots: list[int], mask: int, seen: int) -> int:
+    """Kuhn's augmenting path: place a run with call-mask ``mask`` into ``slots``.
+
+    Returns the updated ``seen`` bitmask of calls visited, or -1 on success.
+    ``slots`` has one entry per listed call (k <= a handful), so recursion is
+    shallow.
+    """
+    i = 0
+    m = mask
+    while m:
+        if m & 1 and not seen >> i & 1:
+            seen |= 1 << i
+            holder = slots[i]
+            if not holder:
+                slots[i] = mask
+                return -1
+            slots[i] = 0
+            result = _augment(slots, holder, seen)
+            if result == -1:
+                slots[i] = mask
+                return -1
+            slots[i] = holder
+            seen = result
+        m >>= 1
+        i += 1
+    return seen

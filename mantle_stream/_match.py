@@ -1,0 +1,311 @@
+"""Matchers: does one event satisfy one check? Pure predicates, no state.
+
+Shared by the single-event machines, the sequencing cursor and the tool
+windows, so that "what matches" is written once. Each matcher also knows its
+*route*: the event kind and key (skill id, memory name, tool name) the engine
+indexes it under, and how to explain a near miss in words a person can act
+on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from mantle_stream._events import (
+    Bot,
+    MemorySet,
+    OrderedBlockEvent,
+    Payload,
+    SkillEvent,
+    ToolExecuted,
+)
+from mantle_stream._scenario import (
+    LIFECYCLE_TOOLS,
+    BotCheck,
+    LifecycleCheck,
+    MemoryStep,
+    Step,
+    ToolCall,
+    ToolExecutedCheck,
+)
+from mantle_stream._values import strict_equal
+
+__all__ = [
+    "BotMatcher",
+    "LifecycleMatcher",
+    "Matcher",
+    "MemoryMatcher",
+    "Route",
+    "ToolMatcher",
+    "fmt_value",
+    "is_counted_run",
+    "matcher_for",
+]
+
+#: (event kind, key or None for "every event of this kind")
+Route = tuple[str, "str | None"]
+
+_encode = msgspec.json.Encoder().encode
+
+
+def fmt_value(value: Any) -> str:
+    """A value as JSON in backticks with its type, so `5` and `"5"` read differently."""
+    text = _encode(value).decode()
+    if len(text) > 60:
+        text = text[:59] + "…"
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string",
+            list: "list", dict: "object"}.get(type(value), type(value).__name__)
+    return f"`{text}` ({kind})"
+
+
+def is_counted_run(payload: ToolExecuted) -> bool:
+    """Lifecycle tools are not counted by tools_within_one_turn."""
+    return not (payload.source == "local" and payload.tool_name in LIFECYCLE_TOOLS)
+
+
+class Matcher:
+    """Base: a predicate over (payload, parsed value) plus routing and wording."""
+
+    __slots__ = ("routes",)
+    routes: tuple[Route, ...]
+
+    def matches(self, payload: Payload, value: Any) -> bool:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """What is expected, for reasons ("skill `x` activated")."""
+        raise NotImplementedError
+
+    def never(self) -> str:
+        """The failure, when nothing matched ("skill `x` was never activated")."""
+        raise NotImplementedError
+
+    def near_miss(self, payload: Payload, value: Any) -> str | None:
+        """Why a routed event did not match, or None when it is unrelated."""
+        return None
+
+
+_PAST = {
+    "activated": "activated", "completed": "completed", "cancelled": "cancelled",
+    "interrupted": "interrupted", "resumed": "resumed", "entered": "entered",
+}
+
+
+class LifecycleMatcher(Matcher):
+    __slots__ = ("block_id", "check", "kind", "skill_id", "step_id")
+
+    def __init__(self, check: LifecycleCheck) -> None:
+        self.check = check
+        self.kind = check.kind
+        self.skill_id = check.skill_id
+        self.block_id = check.block_id
+        self.step_id = check.step_id
+        self.routes = ((check.kind, check.skill_id),)
+
+    def matches(self, payload: Payload, value: Any) -> bool:
+        if payload.kind != self.kind:
+            return False
+        p: SkillEvent | OrderedBlockEvent = payload  # type: ignore[assignment]
+        if p.skill_id != self.skill_id:
+            return False
+        if self.block_id is not None and p.block_id != self.block_id:  # type: ignore[union-attr]
+            return False
+        return self.step_id is None or p.step_id == self.step_id
+
+    def describe(self) -> str:
+        verb = _PAST[self.kind.rsplit("_", 1)[1]]
+        if self.block_id is None:
+            text = f"skill `{self.skill_id}` {verb}"
+        else:
+            text = f"ordered block `{self.block_id}` of skill `{self.skill_id}` {verb}"
+        if self.step_id is not None:
+            text += f" at step `{self.step_id}`"
+        return text
+
+    def never(self) -> str:
+        verb = _PAST[self.kind.rsplit("_", 1)[1]]
+        if self.block_id is None:
+            text = f"skill `{self.skill_id}` was never {verb}"
+        else:
+            text = f"ordered block `{self.block_id}` of skill `{self.skill_id}` was never {verb}"
+        if self.step_id is not None:
+            text += f" at step `{self.step_id}`"
+        return text
+
+    def near_miss(self, payload: Payload, value: Any) -> str | None:
+        if payload.kind != self.kind:
+            return None
+        if self.block_id is not None and payload.block_id != self.block_id:  # type: ignore[attr-defined]
+            return f"block `{payload.block_id}` was {self.kind.rsplit('_', 1)[1]}, not " \
+                   f"`{self.block_id}`"  # type: ignore[attr-defined]
+        step = getattr(payload, "step_id", None)
+        if self.step_id is not None and step != self.step_id:
+            return f"it was {self.kind.rsplit('_', 1)[1]} at step `{step}`, expected " \
+                   f"`{self.step_id}`"
+        return None
+
+
+class MemoryMatcher(Matcher):
+    """A write (``memory_set``) or a clear (``memory_cleared``) of one key."""
+
+    __slots__ = ("event_kind", "has_value", "name", "value")
+
+    def __init__(self, event_kind: str, name: str, has_value: bool = False,
+                 value: Any = None) -> None:
+        self.event_kind = event_kind
+        self.name = name
+        self.has_value = has_value
+        self.value = value
+        self.routes = ((event_kind, name),)
+
+    def matches(self, payload: Payload, value: Any) -> bool:
+        if payload.kind != self.event_kind or payload.name != self.name:  # type: ignore[attr-defined]
+            return False
+        return not self.has_value or strict_equal(value, self.value)
+
+    def describe(self) -> str:
+        if self.event_kind == "memory_cleared":
+            return f"memory `{self.name}` cleared"
+        if self.has_value:
+            return f"memory `{self.name}` set to {fmt_value(self.value)}"
+        return f"memory `{self.name}` set"
+
+    def never(self) -> str:
+        if self.event_kind == "memory_cleared":
+            return f"memory `{self.name}` was never cleared"
+        if self.has_value:
+            return f"memory `{self.name}` was never set to {fmt_value(self.value)}"
+        return f"memory `{self.name}` was never set"
+
+    def near_miss(self, payload: Payload, value: Any) -> str | None:
+        if self.has_value and isinstance(payload, MemorySet) and payload.name == self.name:
+            return f"memory `{self.name}` was set to {fmt_value(value)}, expected " \
+                   f"{fmt_value(self.value)}"
+        return None
+
+
+class ToolMatcher(Matcher):
+    __slots__ = ("arguments", "call", "is_error", "mcp_server", "skill_id", "source",
+                 "tool_name")
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.tool_name = call.tool_name
+        self.source = call.source
+        self.mcp_server = call.mcp_server if call.source == "mcp" else None
+        self.skill_id = call.skill_id
+        self.is_error = call.is_error
+        self.arguments = tuple((call.arguments or {}).items())
+        self.routes = (("tool_executed", call.tool_name),)
+
+    def matches(self, payload: Payload, value: Any) -> bool:
+        p: ToolExecuted = payload  # type: ignore[assignment]
+        if p.tool_name != self.tool_name or p.source != self.source:
+            return False
+        if self.mcp_server is not None and p.mcp_server != self.mcp_server:
+            return False
+        if self.skill_id is not None and p.skill_id != self.skill_id:
+            return False
+        if self.is_error is not None and p.is_error is not self.is_error:
+            return False
+        for key, expected in self.arguments:
+            if key not in value or not strict_equal(value[key], expected):
+                return False
+        return True
+
+    def _name(self) -> str:
+        text = f"tool `{self.tool_name}`"
+        if self.source == "mcp":
+            text += f" on MCP server `{self.mcp_server}`"
+        return text
+
+    def describe(self) -> str:
+        return f"{self._name()} ran"
+
+    def never(self) -> str:
+        return f"{self._name()} never ran" + (
+            " as specified" if self.skill_id or self.is_error is not None or self.arguments
+            or self.source == "mcp" else "")
+
+    def near_miss(self, payload: Payload, value: Any) -> str | None:
+        p: ToolExecuted = payload  # type: ignore[assignment]
+        if not isinstance(p, ToolExecuted) or p.tool_name != self.tool_name:
+            return None
+        name = f"tool `{p.tool_name}`"
+        if p.source != self.source:
+            return f"{name} ran with source `{p.source}`, expected `{self.source}`"
+        if self.mcp_server is not None and p.mcp_server != self.mcp_server:
+            return f"{name} ran on MCP server `{p.mcp_server}`, expected `{self.mcp_server}`"
+        if self.skill_id is not None and p.skill_id != self.skill_id:
+            return f"{name} ran for skill `{p.skill_id}`, expected `{self.skill_id}`"
+        if self.is_error is not None and p.is_error is not self.is_error:
+            got = "failed" if p.is_error else "succeeded"
+            return f"{name} {got}, expected is_error={str(self.is_error).lower()}"
+        for key, expected in self.arguments:
+            if key not in value:
+                return f"{name} ran without argument `{key}`, expected {fmt_value(expected)}"
+            if not strict_equal(value[key], expected):
+                return f"{name} ran with {key}={fmt_value(value[key])}, expected " \
+                       f"{fmt_value(expected)}"
+        return None
+
+
+class BotMatcher(Matcher):
+    __slots__ = ("buttons", "pattern", "utter_name")
+
+    def __init__(self, check: BotCheck) -> None:
+        self.utter_name = check.utter_name
+        self.pattern = None if check.text_matches is None else re.compile(check.text_matches)
+        self.buttons = (
+            None if check.buttons is None
+            else tuple((b.title, b.payload) for b in check.buttons)
+        )
+        self.routes = (("bot", None),)
+
+    def matches(self, payload: Payload, value: Any) -> bool:
+        p: Bot = payload  # type: ignore[assignment]
+        if self.utter_name is not None and p.utter_name != self.utter_name:
+            return False
+        if self.pattern is not None and (p.text is None or self.pattern.search(p.text) is None):
+            return False
+        if self.buttons is not None:
+            if len(p.buttons) != len(self.buttons):
+                return False
+            for got, (title, button_payload) in zip(p.buttons, self.buttons):
+                if got.title != title:
+                    return False
+                if button_payload is not None and got.payload != button_payload:
+                    return False
+        return True
+
+    def describe(self) -> str:
+        parts = []
+        if self.utter_name is not None:
+            parts.append(f"response `{self.utter_name}`")
+        if self.pattern is not None:
+            parts.append(f"text matching `{self.pattern.pattern}`")
+        if self.buttons is not None:
+            parts.append("buttons " + ", ".join(f"`{t}`" for t, _ in self.buttons)
+                         if self.buttons else "no buttons")
+        return "agent message with " + " and ".join(parts)
+
+    def never(self) -> str:
+        return f"no {self.describe()}"
+
+
+def matcher_for(step: Step) -> Matcher:
+    """The matcher of a single-event check (also a sequencing step)."""
+    if isinstance(step, LifecycleCheck):
+        return LifecycleMatcher(step)
+    if isinstance(step, ToolExecutedCheck):
+        return ToolMatcher(step.call)
+    if isinstance(step, BotCheck):
+        return BotMatcher(step)
+    if isinstance(step, MemoryStep):
+        event_kind = "memory_set" if step.kind == "memory_was_set" else "memory_cleared"
+        return MemoryMatcher(event_kind, step.name)
+    raise TypeError(f"not a single-event check: {step!r}")
+

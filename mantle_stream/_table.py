@@ -1,0 +1,61 @@
+"""The end-of-run table: a rich rendering of a report (``--format table``).
+
+An edge module. Renders through ``__rich_console__`` so tests can print it
+into a fixed-width, colourless console and compare text.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from mantle_stream._report import Report
+
+__all__ = ["MARKS", "ReportTable", "verdict_text"]
+
+MARKS = {"passed": ("✔ passed", "green"), "failed": ("✘ failed", "bold red"),
+         "pending": ("… pending", "yellow")}
+
+
+def verdict_text(verdict: str) -> Text:
+    label, style = MARKS.get(verdict, (verdict, ""))
+    return Text(label, style=style)
+
+
+class ReportTable:
+    """One table per conversation, then a summary line."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        parts: list[Table | Text] = []
+        for conv in self.report.conversations:
+            table = Table(
+                title=Text.assemble((conv.conversation_id, "bold"), "  ",
+                                    (conv.scenario or "", "dim"), "  ",
+                                    verdict_text(conv.verdict)),
+                title_justify="left", expand=False, show_edge=True,
+            )
+            table.add_column("#", justify="right", no_wrap=True)
+            table.add_column("assertion", no_wrap=True)
+            table.add_column("verdict", no_wrap=True)
+            table.add_column("at", justify="right", no_wrap=True)
+            table.add_column("reason", overflow="fold")
+            for a in conv.assertions:
+                table.add_row(str(a.index), a.kind, verdict_text(a.verdict),
+                              "end" if a.decided_at is None else str(a.decided_at), a.reason)
+            parts.append(table)
+        for u in self.report.unmatched:
+            named = f"scenario `{u.scenario}` is not loaded" if u.scenario else \
+                "its events name no scenario (metadata.scenario)"
+            parts.append(Text(f"not judged: {u.conversation_id} ({u.events} events): {named}",
+                              style="yellow"))
+        s = self.report.summary
+        parts.append(Text.assemble(
+            f"{s.conversations} conversations: ", (f"{s.passed} passed", "green"), ", ",
+            (f"{s.failed} failed", "bold red" if s.failed else ""),
+            f"; {s.assertions} assertions",
+        ))
+        yield Group(*parts)

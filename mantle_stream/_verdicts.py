@@ -1,0 +1,65 @@
+"""Verdict records: what the engine reports, as frozen msgspec Structs.
+
+Produced by the engine, consumed at the edges (report, live view, JSONL,
+JUnit, socket stop messages). Plain data: they encode to JSON as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ["AssertionResult", "ConversationResult", "Decision", "Statistics", "Verdict"]
+
+Verdict = Literal["pending", "passed", "failed"]
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """One assertion of one conversation was decided; it never changes again.
+
+    ``decided_at`` is the ``sequence`` of the deciding event, or None when
+    the end of the conversation decided it. ``turn`` is the user turn
+    (0 before the first user message) the conversation was in.
+    """
+
+    conversation_id: str
+    scenario: str
+    index: int
+    kind: str
+    verdict: Verdict
+    decided_at: int | None
+    reason: str
+    turn: int = 0
+
+
+class AssertionResult(msgspec.Struct, frozen=True):
+    index: int
+    kind: str
+    verdict: Verdict
+    decided_at: int | None = None
+    reason: str = ""
+
+
+class ConversationResult(msgspec.Struct, frozen=True):
+    conversation_id: str
+    scenario: str | None
+    verdict: Verdict
+    events: int
+    assertions: tuple[AssertionResult, ...] = ()
+    finished: bool = False
+    turns: int = 0
+
+
+class Statistics(msgspec.Struct, frozen=True):
+    """Counters of an evaluator, as an immutable snapshot."""
+
+    events: int = 0
+    conversations: int = 0
+    open: int = 0
+    passed: int = 0
+    failed: int = 0
+    decisions: int = 0
+    unknown_kinds: int = 0
+    late_events: int = 0
+    unmatched: int = 0
