@@ -395,7 +395,7 @@ def _result_of(conv: _Conversation) -> ConversationResult:
     assert plan is not None
     assertions = tuple(
         AssertionResult(i, plan.kinds[i], "pending") if r is None
-        else AssertionResult(i, r.kind, r.verdict, r.decided_at, r.reason)
+        else AssertionResult(i, r.kind, r.verdict, r.decided_at, r.reason, r.turn)
         for i, r in enumerate(conv.results)
     )
     verdicts = {a.verdict for a in assertions}

@@ -39,6 +39,7 @@ class AssertionResult(msgspec.Struct, frozen=True):
     verdict: Verdict
     decided_at: int | None = None
     reason: str = ""
+    turn: int | None = None  # the user turn the conversation was in when decided
 
 
 class ConversationResult(msgspec.Struct, frozen=True):

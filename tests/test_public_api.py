@@ -1,0 +1,32 @@
+"""Every public module declares __all__, and everything in it exists (anyio style)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import mantle_stream
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules(mantle_stream.__path__)
+                 if m.name != "__main__")
+
+
+@pytest.mark.parametrize("name", ["mantle_stream", *(f"mantle_stream.{m}" for m in MODULES)])
+def test_module_all_names_exist(name: str) -> None:
+    module = importlib.import_module(name)
+    assert hasattr(module, "__all__"), f"{name} has no __all__"
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ lists missing names {missing}"
+
+
+def test_root_reexports_the_library_api() -> None:
+    for name in ("Evaluator", "load_scenarios", "load_scenario_text", "Decision", "Event",
+                 "MantleStreamError", "ScenarioError", "EventError", "build_report"):
+        assert name in mantle_stream.__all__
+
+
+def test_every_error_derives_from_the_common_base() -> None:
+    for name in ("ScenarioError", "EventError", "FeedError", "UsageError"):
+        assert issubclass(getattr(mantle_stream, name), mantle_stream.MantleStreamError)
