@@ -107,7 +107,7 @@ def _check(args: argparse.Namespace) -> int:
     stopped_early = False
     try:
         for chunk in read_chunks(args.events):
-            decisions = evaluator.push_chunk(chunk)
+            decisions = evaluator.push_chunk(chunk, stop_at_failure=args.fail_fast)
             if jsonl is not None and decisions:
                 jsonl.write(decisions)
             if args.fail_fast and any(d.verdict == "failed" for d in decisions):

@@ -141,11 +141,12 @@ class Evaluator:
                 raise self._locate(exc, self._line, line) from None
         return out
 
-    def push_chunk(self, chunk: bytes) -> list[Decision]:
+    def push_chunk(self, chunk: bytes, *, stop_at_failure: bool = False) -> list[Decision]:
         """Apply a chunk of complete JSON lines (the fast path for files and sockets).
 
         The chunk must end at a line boundary; a trailing partial line is
-        decoded as a line of its own.
+        decoded as a line of its own. With ``stop_at_failure`` the events after
+        the first one that fails an assertion are not applied (``--fail-fast``).
         """
         first = self._line + 1
         self._line += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") or not chunk else 1)
@@ -158,6 +159,8 @@ class Evaluator:
             except EventError as exc:
                 line_no, line = _line_of(chunk, first, position)
                 raise self._locate(exc, line_no, line) from None
+            if stop_at_failure and out and any(d.verdict == "failed" for d in out):
+                break
         return out
 
     def _locate(self, exc: EventError, line_no: int, line: bytes) -> EventError:

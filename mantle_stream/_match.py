@@ -202,7 +202,9 @@ class ToolMatcher(Matcher):
         self.routes = (("tool_executed", call.tool_name),)
 
     def matches(self, payload: Payload, value: Any) -> bool:
-        p: ToolExecuted = payload  # type: ignore[assignment]
+        if type(payload) is not ToolExecuted:  # sequencing routes other kinds here too
+            return False
+        p: ToolExecuted = payload
         if p.tool_name != self.tool_name or p.source != self.source:
             return False
         if self.mcp_server is not None and p.mcp_server != self.mcp_server:
@@ -266,7 +268,9 @@ class BotMatcher(Matcher):
         self.routes = (("bot", None),)
 
     def matches(self, payload: Payload, value: Any) -> bool:
-        p: Bot = payload  # type: ignore[assignment]
+        if type(payload) is not Bot:  # sequencing routes other kinds here too
+            return False
+        p: Bot = payload
         if self.utter_name is not None and p.utter_name != self.utter_name:
             return False
         if self.pattern is not None and (p.text is None or self.pattern.search(p.text) is None):
