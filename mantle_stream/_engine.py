@@ -21,6 +21,7 @@ from msgspec.structs import astuple
 from mantle_stream._compiler import Plan, compile_scenario
 from mantle_stream._errors import EventError, UsageError
 from mantle_stream._events import (
+    MAX_LINE_BYTES,
     Event,
     EventDecoder,
     MemorySet,
@@ -77,8 +78,8 @@ class _Conversation:
         self.next_seq = 0
         self.turn = 0
         self.finished = False
-        self.requested: str | None = None
-        self.buffer: list[tuple[Payload, Any, int]] | None = None
+        self.requested: str | None = None  # a scenario name that is not loaded
+        self.buffer: list[tuple[Event, Payload]] | None = None  # held until named
 
 
 class Evaluator:
@@ -150,12 +151,29 @@ class Evaluator:
         """
         first = self._line + 1
         self._line += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") or not chunk else 1)
-        events = self._decoder.decode_chunk(chunk, first)
+        decoder = self._decoder
+        events: list[Event] | None = None
+        if len(chunk) <= MAX_LINE_BYTES:  # else the slow path checks each line's length
+            try:
+                events = decoder.decode_lines(chunk)
+            except msgspec.DecodeError:
+                pass  # a bad line somewhere: the slow path finds it and names it
+        if events is None:
+            events = decoder.decode_chunk(chunk, first)
         out: list[Decision] = []
         apply = self._apply
+        nones = _ONE_PAYLOAD_NONES
         for position, event in enumerate(events):
+            fields = astuple(event)
+            if fields.count(None) != nones:
+                # A legacy row, an unknown kind or a bad event: decode its line alone.
+                line_no, line = _line_of(chunk, first, position)
+                decoded = decoder.decode_line(line, line_no)
+                if decoded is None:
+                    continue
+                event, fields = decoded, astuple(decoded)
             try:
-                apply(event, next(filter(None, astuple(event))), out)
+                apply(event, next(filter(None, fields)), out)
             except EventError as exc:
                 line_no, line = _line_of(chunk, first, position)
                 raise self._locate(exc, line_no, line) from None
@@ -180,6 +198,12 @@ class Evaluator:
     # ------------------------------------------------------------------ core
 
     def _apply(self, event: Event, payload: Payload, out: list[Decision]) -> None:
+        """Apply one event: the hot path, kept in one function on purpose.
+
+        Every event of every source passes here, so the routing is inlined
+        rather than split into helpers (each extra Python call per event costs
+        about a tenth of decoding the event).
+        """
         # Parse JSON-in-a-string before touching any state: a bad event then
         # leaves the evaluator exactly as it was (the caller may skip it).
         cls = type(payload)
@@ -191,44 +215,33 @@ class Evaluator:
             if type(value) is not dict:
                 raise EventError("`tool_executed.arguments_json` must hold a JSON object, got "
                                  f"{type(value).__name__}")
+        self._events += 1
         conv = self._convs.get(event.conversation_id)
         if conv is None:
             conv = self._open(event)
-        self._events += 1
         if conv.finished:
             self._late += 1
             return
+        plan = conv.plan
+        if plan is None:
+            plan = self._await_scenario(conv, event, payload, out)
+            if plan is None:
+                return
         seq = event.sequence
         if seq < 0:
             seq = conv.next_seq
         conv.next_seq = seq + 1
         conv.events += 1
-        plan = conv.plan
-        if plan is None:
-            plan = self._name_scenario(conv, event)
-            if plan is None:
-                self._hold(conv, payload, value, seq)
-                if cls is SessionEnded:
-                    conv.finished = True
-                return
-            self._replay(conv, out)
-        self._dispatch(conv, plan, payload, value, seq, out)
-
-    def _dispatch(self, conv: _Conversation, plan: Plan, payload: Payload, value: Any,
-                  seq: int, out: list[Decision]) -> None:
-        cls = type(payload)
         if cls is User:
             conv.turn += 1
         route = plan.routes.get(cls)
         if route is not None:
             getter, keyed, wild = route
             targets = wild if getter is None else keyed.get(getter(payload), wild)
-            if targets:
-                machines = conv.machines
-                for index in targets:
-                    machine = machines[index]
-                    if machine is None:
-                        continue
+            machines = conv.machines
+            for index in targets:
+                machine = machines[index]
+                if machine is not None:
                     outcome = machine.step(payload, value, seq)
                     if outcome is not None:
                         self._decide(conv, index, outcome[0], seq, outcome[1], out)
@@ -252,42 +265,42 @@ class Evaluator:
         self._convs[event.conversation_id] = conv
         return conv
 
-    def _name_scenario(self, conv: _Conversation, event: Event) -> Plan | None:
-        if conv.requested is not None:
-            return None  # named an unknown scenario: never judged
+    def _await_scenario(self, conv: _Conversation, event: Event, payload: Payload,
+                        out: list[Decision]) -> Plan | None:
+        """Several scenarios and none named yet: hold the event, or name the plan.
+
+        When an event finally names a loaded scenario, the held events are
+        applied first, in arrival order, and the plan is returned so the
+        naming event is applied next.
+        """
         name = event.metadata.get("scenario") if event.metadata else None
-        if not isinstance(name, str):
-            return None
-        plan = self._by_name.get(name)
-        if plan is None:
-            conv.requested = name
-            conv.buffer = None
+        plan = self._by_name.get(name) if isinstance(name, str) else None
+        if plan is None or conv.requested is not None:
+            if isinstance(name, str) and conv.requested is None:
+                conv.requested = name  # names a scenario that is not loaded: never judged
+                conv.buffer = None
+            conv.events += 1
+            if conv.requested is None:
+                held = conv.buffer if conv.buffer is not None else []
+                conv.buffer = held
+                if len(held) < MAX_UNNAMED_BUFFER:
+                    held.append((event, payload))
+                else:
+                    conv.requested = ""  # gave up waiting: reported as naming no scenario
+                    conv.buffer = None
+            if type(payload) is SessionEnded:
+                conv.finished = True
             return None
         conv.plan = plan
         conv.machines = plan.machines()
         conv.results = [None] * len(conv.machines)
         conv.pending = len(conv.machines)
-        return plan
-
-    def _hold(self, conv: _Conversation, payload: Payload, value: Any, seq: int) -> None:
-        if conv.requested is not None:
-            return
-        if conv.buffer is None:
-            conv.buffer = []
-        if len(conv.buffer) < MAX_UNNAMED_BUFFER:
-            conv.buffer.append((payload, value, seq))
-        else:
-            conv.requested = ""  # gave up waiting: reported as naming no scenario
-
-    def _replay(self, conv: _Conversation, out: list[Decision]) -> None:
         held, conv.buffer = conv.buffer or [], None
-        plan = conv.plan
-        assert plan is not None
-        turn = conv.turn
-        conv.turn = 0
-        for payload, value, seq in held:
-            self._dispatch(conv, plan, payload, value, seq, out)
-        conv.turn = max(conv.turn, turn)
+        conv.events = 0
+        for held_event, held_payload in held:
+            self._events -= 1  # counted once already, when it arrived
+            self._apply(held_event, held_payload, out)
+        return plan
 
     # ------------------------------------------------------------------ ending
 

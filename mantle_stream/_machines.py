@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mantle_stream._events import Payload, ToolExecuted
+from mantle_stream._events import Payload, ToolExecuted, User
 from mantle_stream._match import Matcher, MemoryMatcher, ToolMatcher, fmt_value
 from mantle_stream._scenario import LIFECYCLE_TOOLS
 from mantle_stream._values import strict_equal
@@ -83,32 +83,43 @@ def _with_near(text: str, near: str | None) -> str:
 
 
 class FirstMatch(Machine):
-    """Passes at the first matching event; fails at the end. Plan: a Matcher."""
+    """Passes at the first matching event; fails at the end. Plan: a Matcher.
 
-    __slots__ = ("near",)
+    The last routed event that did not match is kept by reference (``near``,
+    ``near_value``) and only put into words if the check fails: formatting
+    on every miss would cost more than the matching itself.
+    """
+
+    __slots__ = ("near", "near_value")
     plan: Matcher
 
     def __init__(self, plan: Matcher) -> None:
         self.plan = plan
-        self.near: str | None = None
+        self.near: Payload | str | None = None
+        self.near_value: Any = None
 
     def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
-        matcher = self.plan
-        if matcher.matches(payload, value):
-            return True, matcher.describe()
-        near = matcher.near_miss(payload, value)
-        if near is not None:
-            self.near = near
+        if self.plan.matches(payload, value):
+            return True, self.plan.describe()
+        self.near = payload
+        self.near_value = value
         return None
 
+    def _near_text(self) -> str | None:
+        near = self.near
+        if near is None or isinstance(near, str):
+            return near
+        return self.plan.near_miss(near, self.near_value)
+
     def finish(self) -> Outcome:
-        return False, _with_near(self.plan.never(), self.near)
+        return False, _with_near(self.plan.never(), self._near_text())
 
     def state(self) -> list[Any]:
-        return [self.near]
+        return [self._near_text()]
 
     def restore(self, state: list[Any]) -> None:
         (self.near,) = state
+        self.near_value = None
 
 
 class Forbidden(Machine):
@@ -154,7 +165,8 @@ class MemoryAll(Machine):
     def __init__(self, plan: MemoryAllPlan) -> None:
         self.plan = plan
         self.done = 0  # bit i: entry i has matched
-        self.near: str | None = None
+        # The last miss, as (matcher, payload, value), worded only on failure.
+        self.near: tuple[MemoryMatcher, Payload, Any] | str | None = None
 
     def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
         plan = self.plan
@@ -164,20 +176,25 @@ class MemoryAll(Machine):
             if matcher.matches(payload, value):
                 self.done |= bit
             else:
-                near = matcher.near_miss(payload, value)
-                if near is not None:
-                    self.near = near
+                self.near = (matcher, payload, value)
         if self.done == plan.full:
             return True, "; ".join(m.describe() for m in plan.matchers)
         return None
 
+    def _near_text(self) -> str | None:
+        near = self.near
+        if near is None or isinstance(near, str):
+            return near
+        matcher, payload, value = near
+        return matcher.near_miss(payload, value)
+
     def finish(self) -> Outcome:
         missing = [m.never() for i, m in enumerate(self.plan.matchers)
                    if not self.done & (1 << i)]
-        return False, _with_near("; ".join(missing), self.near)
+        return False, _with_near("; ".join(missing), self._near_text())
 
     def state(self) -> list[Any]:
-        return [self.done, self.near]
+        return [self.done, self._near_text()]
 
     def restore(self, state: list[Any]) -> None:
         self.done, self.near = state
@@ -302,50 +319,42 @@ class ToolWindow(Machine):
 
     * ``turn``: user turns seen (turn 0 is before the first user event);
     * ``runs``: counted runs in this turn (only compared with k);
+    * ``matched``: listed calls satisfied in this turn so far;
     * ``slots``: for unordered checks, ``slots[i]`` is the call-mask of the
-      run currently assigned to listed call i, or 0. New runs extend this
-      maximum matching by one augmenting-path search; a run left unmatched
-      can never help later (any augmenting path would have to start at the
-      newest run), so it is not remembered;
-    * ``cursor``: for ordered checks, listed calls matched so far in order;
-    * ``broken``: the turn can no longer satisfy a no-extra-calls check;
-    * ``best``: the most listed calls any turn satisfied, and where, for the
-      failure reason.
+      run currently assigned to listed call i, or 0 (None until the turn's
+      first matching run). New runs extend this maximum matching by one
+      augmenting-path search; a run left unmatched can never help later (any
+      augmenting path would have to start at the newest run), so it is not
+      remembered;
+    * ``broken``: why the turn can no longer satisfy a no-extra-calls check;
+    * ``best``: the most listed calls a past turn satisfied, in which turn and
+      why it fell short, for the failure reason.
+
+    For ordered checks ``matched`` doubles as the cursor into the listed calls.
     """
 
-    __slots__ = ("best", "broken", "cursor", "runs", "slots", "turn")
+    __slots__ = ("best", "broken", "matched", "runs", "slots", "turn")
     plan: ToolWindowPlan
 
     def __init__(self, plan: ToolWindowPlan) -> None:
         self.plan = plan
         self.turn = 0
-        self._reset()
-        self.best: list[Any] = [0, 0, None]  # [calls satisfied, turn, why not]
-
-    def _reset(self) -> None:
         self.runs = 0
-        self.cursor = 0
+        self.matched = 0
+        self.slots: list[int] | None = None
         self.broken: str | None = None
-        self.slots = [0] * self.plan.full if not self.plan.ordered else []
-
-    def _matched(self) -> int:
-        if self.plan.ordered:
-            return self.cursor
-        return sum(1 for s in self.slots if s)
-
-    def _note_best(self) -> None:
-        got = self._matched()
-        if got > self.best[0] or (got == self.best[0] and self.best[2] is None and self.broken):
-            self.best = [got, self.turn, self.broken]
+        self.best: tuple[int, int, str | None] | None = None
 
     def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
         plan = self.plan
-        if payload.kind == "user":
-            verdict = self._end_turn() if not plan.allow_extra else None
-            self._note_best()
+        if type(payload) is User:
+            if self.runs:  # most turns have no tool run at all: keep them cheap
+                verdict = None if plan.allow_extra else self._end_turn()
+                if verdict is not None:
+                    return verdict
+                self._close_turn()
             self.turn += 1
-            self._reset()
-            return verdict
+            return None
         run: ToolExecuted = payload  # type: ignore[assignment]
         if run.source == "local" and run.tool_name in LIFECYCLE_TOOLS:
             return None
@@ -355,53 +364,69 @@ class ToolWindow(Machine):
         mask = plan.mask(run, value)
         if plan.ordered:
             if plan.allow_extra:
-                if mask >> self.cursor & 1:
-                    self.cursor += 1
+                if mask >> self.matched & 1:
+                    self.matched += 1
             elif self.runs <= plan.full and mask >> (self.runs - 1) & 1:
-                self.cursor += 1
+                self.matched += 1
             else:
                 self.broken = (f"`{run.tool_name}` ran as call {self.runs} of the turn, "
                                "out of the listed order" if self.runs <= plan.full
                                else f"the turn had an extra call `{run.tool_name}`")
-        else:
-            if not plan.allow_extra and self.runs > plan.full:
-                self.broken = f"the turn had an extra call `{run.tool_name}`"
-            elif mask:
-                _augment(self.slots, mask, 0)
-            elif not plan.allow_extra:
-                self.broken = f"the turn had an extra call `{run.tool_name}`"
-        if plan.allow_extra and self._matched() == plan.full:
+        elif not plan.allow_extra and (self.runs > plan.full or not mask):
+            self.broken = f"the turn had an extra call `{run.tool_name}`"
+        elif mask:
+            if self.slots is None:
+                self.slots = [0] * plan.full
+            if _augment(self.slots, mask, 0) == -1:
+                self.matched += 1
+        if plan.allow_extra and self.matched == plan.full:
             return True, f"{plan.names()} all ran within turn {self.turn}"
         return None
 
     def _end_turn(self) -> Outcome | None:
         plan = self.plan
-        if self.broken is None and self.runs == plan.full and self._matched() == plan.full:
+        if self.broken is None and self.runs == plan.full and self.matched == plan.full:
             return True, f"{plan.names()} ran within turn {self.turn} with no other calls"
         return None
+
+    def _close_turn(self) -> None:
+        """Remember how close this turn came, then start an empty one."""
+        best = self.best
+        if best is None or self.matched > best[0] or (
+                self.matched == best[0] and best[2] is None and self.broken is not None):
+            self.best = (self.matched, self.turn, self.broken)
+        self.runs = 0
+        self.matched = 0
+        self.slots = None
+        self.broken = None
 
     def finish(self) -> Outcome:
         if not self.plan.allow_extra:
             verdict = self._end_turn()
             if verdict is not None:
                 return verdict
-        self._note_best()
-        got, turn, why = self.best
+        if self.runs:
+            self._close_turn()
         text = f"no user turn ran all of {self.plan.names()}"
-        if got:
-            text += f"; turn {turn} ran {got} of {self.plan.full}"
-            if why:
-                text += f", but {why}"
-        elif why:
-            text += f"; turn {turn}: {why}"
+        if self.best is not None:
+            got, turn, why = self.best
+            if got:
+                text += f"; turn {turn} ran {got} of {self.plan.full}"
+                if why:
+                    text += f", but {why}"
+            elif why:
+                text += f"; turn {turn}: {why}"
         return False, text
 
     def state(self) -> list[Any]:
-        return [self.turn, self.runs, self.cursor, self.broken, list(self.slots), self.best]
+        best = None if self.best is None else list(self.best)
+        return [self.turn, self.runs, self.matched, self.broken,
+                None if self.slots is None else list(self.slots), best]
 
     def restore(self, state: list[Any]) -> None:
-        self.turn, self.runs, self.cursor, self.broken, slots, self.best = state
-        self.slots = list(slots)
+        self.turn, self.runs, self.matched, self.broken, slots, best = state
+        self.slots = None if slots is None else list(slots)
+        self.best = None if best is None else (best[0], best[1], best[2])
 
 
 def _augment(slots: list[int], mask: int, seen: int) -> int:

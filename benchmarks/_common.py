@@ -1,0 +1,188 @@
+"""Shared pieces of the benchmarks: a generated scenario and feed, timing, machine facts.
+
+The scenario has 30 assertions covering every assertion kind; the feed is a
+deterministic (seeded) interleaving of realistic conversations. Nothing here
+is imported by the package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mantle_stream as ms
+
+SKILLS = ["card_replace", "transfer", "identity", "balance"]
+TOOLS = ["check_balance", "order_replacement", "check_address", "get_limits", "lookup_payee",
+         "search_knowledge", "set_fields", "complete_skill"]
+MEMORY = ["card_replace.replacement_reason", "card_replace.selected_card_id",
+          "transfer.amount", "transfer.payee", "project.customer_authenticated",
+          "identity.failed_attempts", "card_replace.draft_order_id", "card_replace.fraud_review"]
+UTTERS = ["utter_greet", "utter_ask_reason", "utter_replacement_ordered", "utter_confirm",
+          "utter_cannot_help", "utter_goodbye"]
+
+
+def scenario_assertions() -> list[dict[str, Any]]:
+    """30 assertions, every kind at least once."""
+    return [
+        {"skill_activated": {"skill_id": "card_replace"}},
+        {"skill_completed": {"skill_id": "card_replace"}},
+        {"skill_cancelled": {"skill_id": "transfer", "step_id": "autonomous"}},
+        {"skill_interrupted": {"skill_id": "card_replace"}},
+        {"skill_resumed": {"skill_id": "card_replace"}},
+        {"ordered_block_entered": {"skill_id": "card_replace", "block_id": "main"}},
+        {"ordered_block_completed": {"skill_id": "card_replace", "block_id": "main",
+                                     "step_id": "confirm"}},
+        {"ordered_block_cancelled": {"skill_id": "identity", "block_id": "verify"}},
+        {"ordered_block_interrupted": {"skill_id": "card_replace", "block_id": "main"}},
+        {"ordered_block_resumed": {"skill_id": "card_replace", "block_id": "main"}},
+        {"memory_was_set": [{"name": "card_replace.replacement_reason", "value": "damaged"},
+                            {"name": "card_replace.selected_card_id"}]},
+        {"memory_was_set": [{"name": "transfer.amount", "value": 250}]},
+        {"memory_was_not_set": [{"name": "card_replace.fraud_review"}]},
+        {"memory_was_not_set": [{"name": "identity.failed_attempts", "value": 3}]},
+        {"memory_was_cleared": [{"name": "card_replace.draft_order_id"}]},
+        {"tool_executed": {"tool_name": "order_replacement", "source": "local",
+                           "skill_id": "card_replace", "arguments": {"shipping": "standard"}}},
+        {"tool_executed": {"tool_name": "lookup_payee", "source": "mcp", "mcp_server": "banking"}},
+        {"tool_executed": {"tool_name": "check_balance", "source": "local", "is_error": False}},
+        {"tools_within_one_turn": {"allow_extra_calls": False, "calls": [
+            {"tool_executed": {"tool_name": "check_address", "source": "local"}},
+            {"tool_executed": {"tool_name": "order_replacement", "source": "local"}}]}},
+        {"tools_within_one_turn": {"allow_extra_calls": True, "ordered": True, "calls": [
+            {"tool_executed": {"tool_name": "check_balance", "source": "local"}},
+            {"tool_executed": {"tool_name": "get_limits", "source": "local"}}]}},
+        {"tools_within_one_turn": {"allow_extra_calls": True, "calls": [
+            {"tool_executed": {"tool_name": "check_balance", "source": "local"}},
+            {"tool_executed": {"tool_name": "check_balance", "source": "local"}},
+            {"tool_executed": {"tool_name": "get_limits", "source": "local"}}]}},
+        {"bot_uttered": {"text_matches": "replacement.*(ordered|placed)"}},
+        {"bot_uttered": {"utter_name": "utter_confirm",
+                         "buttons": [{"title": "Yes"}, {"title": "No", "payload": "/deny"}]}},
+        {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}},
+        {"bot_did_not_utter": {"text_matches": "(?i)please wait"}},
+        {"sequencing": [{"memory_was_set": "card_replace.replacement_reason"},
+                        {"tool_executed": {"tool_name": "order_replacement", "source": "local"}},
+                        {"skill_completed": {"skill_id": "card_replace"}}]},
+        {"sequencing": [{"skill_activated": {"skill_id": "card_replace"}},
+                        {"bot_uttered": {"utter_name": "utter_confirm"}},
+                        {"memory_was_cleared": "card_replace.draft_order_id"}]},
+        {"skill_activated": {"skill_id": "balance"}},
+        {"memory_was_set": [{"name": "project.customer_authenticated", "value": True}]},
+        {"bot_uttered": {"utter_name": "utter_goodbye"}},
+    ]
+
+
+def scenario(extra: list[dict[str, Any]] | None = None) -> ms.Scenario:
+    body = {"scenario": {"name": "bench", "simulation_context": "benchmark",
+                         "goals": {"assertions": scenario_assertions() + (extra or [])}}}
+    return ms.load_scenario_text(json.dumps(body), "bench.yml")
+
+
+def _payload(rng: random.Random) -> dict[str, Any]:
+    r = rng.random()
+    if r < 0.14:
+        return {"user": {"text": rng.choice(["my card is damaged", "yes please",
+                                             "how much can I spend?", "thanks, bye"])}}
+    if r < 0.30:
+        return {"bot": {"text": rng.choice(["Your replacement was ordered.", "Anything else?",
+                                            "Please wait a moment.", "Sure."]),
+                        "utter_name": rng.choice(UTTERS),
+                        "buttons": [{"title": "Yes", "payload": "/affirm"},
+                                    {"title": "No", "payload": "/deny"}]
+                        if rng.random() < 0.2 else []}}
+    if r < 0.55:
+        name = rng.choice(TOOLS)
+        mcp = name == "lookup_payee"
+        return {"tool_executed": {
+            "tool_name": name, "source": "mcp" if mcp else "local",
+            "mcp_server": "banking" if mcp else None, "skill_id": rng.choice(SKILLS),
+            "arguments_json": json.dumps({"shipping": rng.choice(["standard", "express"]),
+                                          "card_id": "c-123"}),
+            "result_json": '{"ok":true}', "is_error": rng.random() < 0.05}}
+    if r < 0.72:
+        value = rng.choice(["damaged", "lost", 250, "250", True, 3, {"a": 1}])
+        return {"memory_set": {"name": rng.choice(MEMORY), "value_json": json.dumps(value)}}
+    if r < 0.76:
+        return {"memory_cleared": {"name": rng.choice(MEMORY)}}
+    if r < 0.88:
+        kind = rng.choice(["skill_activated", "skill_completed", "skill_interrupted",
+                           "skill_resumed", "skill_cancelled"])
+        body: dict[str, Any] = {"skill_id": rng.choice(SKILLS)}
+        if kind in ("skill_interrupted", "skill_resumed", "skill_cancelled"):
+            body["step_id"] = rng.choice(["autonomous", "confirm"])
+        return {kind: body}
+    kind = rng.choice(["ordered_block_entered", "ordered_block_completed",
+                       "ordered_block_interrupted", "ordered_block_resumed",
+                       "ordered_block_cancelled"])
+    body = {"skill_id": rng.choice(SKILLS), "block_id": rng.choice(["main", "verify"])}
+    if kind != "ordered_block_entered":
+        body["step_id"] = rng.choice(["confirm", "collect"])
+    return {kind: body}
+
+
+def conversation_lines(cid: str, n_events: int, rng: random.Random) -> Iterator[bytes]:
+    """One conversation: session_started, n-2 realistic events, session_ended."""
+    base = {"conversation_id": cid, "timestamp": "2026-12-02T10:00:00Z",
+            "user_id": "u-1", "deployment_environment": "test"}
+    for seq in range(n_events):
+        if seq == 0:
+            payload: dict[str, Any] = {"session_started": {}}
+        elif seq == n_events - 1:
+            payload = {"session_ended": {}}
+        else:
+            payload = _payload(rng)
+        yield json.dumps({**base, "sequence": seq, "event_id": f"{cid}-{seq}", **payload},
+                         separators=(",", ":")).encode()
+
+
+def feed(conversations: int, events: int, *, interleave: int = 50, seed: int = 7) -> bytes:
+    """``conversations`` × ``events`` lines; ``interleave`` conversations run at once."""
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+    for start in range(0, conversations, interleave):
+        streams = [conversation_lines(f"conv-{i}", events, rng)
+                   for i in range(start, min(start + interleave, conversations))]
+        while streams:
+            for stream in list(streams):
+                line = next(stream, None)
+                if line is None:
+                    streams.remove(stream)
+                else:
+                    lines.append(line)
+    return b"\n".join(lines) + b"\n"
+
+
+def chunks(data: bytes, size: int = 64 * 1024) -> list[bytes]:
+    """Split at line boundaries into ~size-byte chunks, as the feeds do."""
+    out = []
+    start = 0
+    while start < len(data):
+        end = data.rfind(b"\n", start, start + size) + 1
+        if end <= start:
+            end = data.index(b"\n", start) + 1
+        out.append(data[start:end])
+        start = end
+    return out
+
+
+def best_of(fn: Callable[[], object], repeat: int) -> float:
+    """Best wall time of ``repeat`` runs (the least disturbed by the machine)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def machine() -> str:
+    return (f"{platform.python_implementation()} {platform.python_version()} on "
+            f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}; "
+            f"msgspec {__import__('msgspec').__version__}; argv {' '.join(sys.argv[1:]) or '-'}")
