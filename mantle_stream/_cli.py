@@ -1,27 +1,40 @@
 """The command line: ``mantle-stream check | watch | validate | demo``.
 
-The outermost edge. Parses arguments, loads scenarios, drives an evaluator
-from a source, prints the report and maps outcomes to the exit codes of
-``cli.md``: 0 all passed, 1 an assertion failed, 2 nothing could be judged
-as asked. User errors print a message, never a traceback.
+The outermost edge. Parses arguments, loads scenarios, runs an evaluator over
+a feed through :class:`~mantle_stream._run.Runner`, shows verdicts (report,
+live view or plain lines) and maps outcomes to the exit codes of ``cli.md``:
+0 all passed, 1 an assertion failed, 2 nothing could be judged as asked.
+User errors print a message, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import signal
 import sys
-from collections.abc import Sequence
-from typing import IO
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+from rich.console import Console
+from rich.live import Live
 
 from mantle_stream import __version__
 from mantle_stream._engine import Evaluator
 from mantle_stream._errors import MantleStreamError, ScenarioError, UsageError
-from mantle_stream._outputs import JsonlWriter
-from mantle_stream._report import EXIT_ERROR, EXIT_FAILED, build_report, exit_status
+from mantle_stream._feeds import Feed, open_feed
+from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
+from mantle_stream._outputs import JsonlWriter, write_junit
+from mantle_stream._report import EXIT_ERROR, EXIT_FAILED, Report, build_report, exit_status
+from mantle_stream._run import RunOutcome, Runner
 from mantle_stream._scenario import Scenario, load_scenarios
-from mantle_stream._sources import read_chunks
+from mantle_stream._table import ReportTable
+from mantle_stream._verdicts import Decision
 
 __all__ = ["main"]
+
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,26 +43,77 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
 
+def _seconds(text: str) -> float | None:
+    """A duration in seconds; ``never`` (or ``inf``) for no limit."""
+    if text in ("never", "inf"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or `never`, got `{text}`") from None
+    if value < 0 or math.isnan(value):
+        raise argparse.ArgumentTypeError(f"expected a duration >= 0, got `{text}`")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got `{text}`") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got `{text}`")
+    return value
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jsonl", metavar="PATH",
+                   help="append one JSON line per verdict as it is decided")
+    p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
+    p.add_argument("--fail-fast", action="store_true",
+                   help="stop reading and exit 1 at the first failed assertion")
+
+
+def _add_live_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--idle-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="finish a conversation with no event for this long (default: never)")
+    p.add_argument("--linger", type=_seconds, default=1.0, metavar="SECONDS",
+                   help="live sources: end this long after every conversation ended and "
+                        "every client left; `never` keeps listening (default: 1)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mantle-stream",
                      description="Judge Mantle scenario assertions while conversations run.")
     parser.add_argument("--version", action="version", version=f"mantle-stream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sources = ("event source: a file, - (standard input), follow:PATH (a file still being "
+               "written), tcp://HOST:PORT or unix:PATH (listen for simulators)")
 
-    check = sub.add_parser("check", help="judge an event feed against scenarios")
+    check = sub.add_parser("check", help="judge an event feed and print a report")
     check.add_argument("scenarios", nargs="+", metavar="SCENARIO",
                        help="scenario file or directory of *.yml / *.yaml")
-    check.add_argument("--events", required=True, metavar="SOURCE",
-                       help="event source: a file, - for standard input")
+    check.add_argument("--events", required=True, metavar="SOURCE", help=sources)
     check.add_argument("--format", choices=("table", "json"), default="table",
                        help="report format on standard output (default: table)")
-    check.add_argument("--jsonl", metavar="PATH",
-                       help="append one JSON line per verdict as it is decided")
-    check.add_argument("--fail-fast", action="store_true",
-                       help="stop reading and exit 1 at the first failed assertion")
+    _add_run_options(check)
+    _add_live_options(check)
+
+    watch = sub.add_parser("watch", help="judge an event feed in a live terminal view")
+    watch.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    watch.add_argument("--events", required=True, metavar="SOURCE", help=sources)
+    _add_run_options(watch)
+    _add_live_options(watch)
 
     validate = sub.add_parser("validate", help="load and check scenario files only")
     validate.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+
+    demo = sub.add_parser("demo", help="a built-in simulator streaming into the live view")
+    demo.add_argument("--speed", type=_positive, default=1.0,
+                      help="pace multiplier: 2 plays twice as fast (default: 1)")
+    demo.add_argument("--concurrency", type=int, default=5,
+                      help="conversations running at once (default: 5)")
+    _add_run_options(demo)
     return parser
 
 
@@ -58,18 +122,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args.scenarios)
-        if args.command == "check":
-            return _check(args)
-    except ScenarioError as exc:
-        _print_diagnostics(exc)
+        if args.command == "demo":
+            return _demo(args)
+        return _check_or_watch(args)
+    except (MantleStreamError, BaseExceptionGroup) as exc:
+        error = _user_error(exc)
+        if error is None:
+            raise
+        if isinstance(error, ScenarioError):
+            _print_diagnostics(error)
+        else:
+            print(f"mantle-stream: error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    except MantleStreamError as exc:
-        print(f"mantle-stream: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # only before the run started: the run handles its own
         print("mantle-stream: interrupted", file=sys.stderr)
-        return 130
-    raise UsageError(f"unknown command {args.command}")  # pragma: no cover - argparse guards
+        return EXIT_INTERRUPTED
+
+
+def _user_error(exc: BaseException) -> MantleStreamError | None:
+    """The error to show the user, unwrapped from task-group exception groups."""
+    if isinstance(exc, MantleStreamError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _user_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def _print_diagnostics(exc: ScenarioError) -> None:
@@ -82,8 +161,7 @@ def _print_diagnostics(exc: ScenarioError) -> None:
 
 
 def _validate(paths: list[str]) -> int:
-    scenarios = load_scenarios(paths)
-    for s in scenarios:
+    for s in load_scenarios(paths):
         n = len(s.assertions)
         print(f"{s.path}: ok: `{s.name}`, {n} assertion{'s' if n != 1 else ''}")
     return 0
@@ -93,57 +171,172 @@ def _load(paths: list[str]) -> list[Scenario]:
     scenarios = load_scenarios(paths)
     names: dict[str, str] = {}
     for s in scenarios:
-        if s.name in names and len(scenarios) > 1:
+        if s.name in names:
             raise UsageError(f"two scenarios are named `{s.name}`: {names[s.name]} and {s.path}; "
                              "metadata.scenario could not tell them apart")
         names[s.name] = s.path
     return scenarios
 
 
-def _check(args: argparse.Namespace) -> int:
-    scenarios = _load(args.scenarios)
-    evaluator = Evaluator(scenarios, source="<stdin>" if args.events == "-" else args.events)
-    jsonl: JsonlWriter | None = JsonlWriter.open(args.jsonl) if args.jsonl else None
-    stopped_early = False
-    try:
-        for chunk in read_chunks(args.events):
-            decisions = evaluator.push_chunk(chunk, stop_at_failure=args.fail_fast)
-            if jsonl is not None and decisions:
-                jsonl.write(decisions)
-            if args.fail_fast and any(d.verdict == "failed" for d in decisions):
-                stopped_early = True
-                break
-        if not stopped_early:
-            decisions = evaluator.finish_all()
-            if jsonl is not None:
-                jsonl.write(decisions)
-    finally:
-        if jsonl is not None:
-            jsonl.close()
-    report = build_report(evaluator)
-    _emit(report, args.format, sys.stdout)
-    for u in report.unmatched:
-        what = f"names scenario `{u.scenario}`, which is not loaded" if u.scenario else \
-            "names no scenario in metadata.scenario"
-        print(f"mantle-stream: warning: conversation `{u.conversation_id}` {what}; not judged",
-              file=sys.stderr)
-    if stopped_early:
+class _Session:
+    """One run's outputs: JSONL, plain lines or the live view, and the report."""
+
+    def __init__(self, args: argparse.Namespace, evaluator: Evaluator, *, live: bool,
+                 source: str) -> None:
+        self.args = args
+        self.evaluator = evaluator
+        self.source = source
+        self.console = Console(highlight=False)
+        self.live = live and self.console.is_terminal
+        self.plain = live and not self.live  # watch into a pipe: one line per verdict
+        self.jsonl = JsonlWriter.open(args.jsonl) if args.jsonl else None
+
+    def on_decisions(self, decisions: list[Decision]) -> None:
+        if self.jsonl is not None:
+            self.jsonl.write(decisions)
+        if self.plain:
+            for d in decisions:
+                print(decision_line(d), flush=True)
+
+    def snapshot(self, runner: Runner, *, final: bool = False) -> LiveSnapshot:
+        return LiveSnapshot(
+            conversations=tuple(self.evaluator.results()),
+            statistics=self.evaluator.statistics(),
+            elapsed=runner.elapsed, events_per_second=runner.events_per_second(),
+            latest=tuple(runner.latest), stopped_early=tuple(runner.stopped_early),
+            source=self.source, final=final)
+
+    async def run(self, runner: Runner, feed: Feed,
+                  extra: Callable[[anyio.abc.TaskGroup], Any] | None = None) -> RunOutcome:
+        outcome: RunOutcome | None = None
+
+        async def drive(tg: anyio.abc.TaskGroup) -> None:
+            nonlocal outcome
+            outcome = await runner.run(feed)
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_signals, runner)
+            if extra is not None:
+                extra(tg)
+            if self.live:
+                with Live(LiveView(self.snapshot(runner)),
+                          console=self.console, auto_refresh=False, transient=False,
+                          redirect_stdout=False, redirect_stderr=False) as view:
+                    tg.start_soon(_refresh, view, self, runner)
+                    await drive(tg)
+                    view.update(LiveView(self.snapshot(runner, final=True)), refresh=True)
+            else:
+                await drive(tg)
+        assert outcome is not None
+        return outcome
+
+    def close(self) -> None:
+        if self.jsonl is not None:
+            self.jsonl.close()
+
+
+async def _signals(runner: Runner) -> None:
+    """Ctrl-C / SIGTERM end the run cleanly: the summary still prints."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+        async for _ in received:
+            runner.stop()
+            return
+
+
+async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
+    """Redraw from a fresh snapshot at a steady rate (no flicker, no torn state)."""
+    while True:
+        await anyio.sleep(1 / 8)
+        view.update(LiveView(session.snapshot(runner)), refresh=True)
+
+
+def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str) -> int:
+    report = build_report(session.evaluator)
+    if session.args.junit:
+        write_junit(session.args.junit, report)
+    if fmt == "json":
+        sys.stdout.write(report.to_json().decode() + "\n")
+    elif fmt == "table":
+        Console(highlight=False).print(ReportTable(report))
+    elif session.plain:
+        print(summary_line(session.snapshot(runner, final=True)), flush=True)
+    _warn_unmatched(report)
+    if outcome.ending == "fail-fast":
         return EXIT_FAILED
+    if outcome.ending == "cancelled":
+        print("mantle-stream: interrupted; verdicts still pending were not judged",
+              file=sys.stderr)
+        return EXIT_FAILED if report.summary.failed else EXIT_INTERRUPTED
     if not report.conversations:
         print("mantle-stream: error: the feed held no conversation to judge", file=sys.stderr)
     return exit_status(report)
 
 
-def _emit(report: object, fmt: str, out: IO[str]) -> None:
-    from mantle_stream._report import Report
+def _warn_unmatched(report: Report) -> None:
+    for u in report.unmatched:
+        what = f"names scenario `{u.scenario}`, which is not loaded" if u.scenario else \
+            "names no scenario in metadata.scenario"
+        print(f"mantle-stream: warning: conversation `{u.conversation_id}` {what}; not judged",
+              file=sys.stderr)
 
-    assert isinstance(report, Report)
-    if fmt == "json":
-        out.write(report.to_json().decode() + "\n")
-        out.flush()
-        return
-    from rich.console import Console
 
-    from mantle_stream._table import ReportTable
+def _check_or_watch(args: argparse.Namespace) -> int:
+    scenarios = _load(args.scenarios)
+    source = "<stdin>" if args.events == "-" else args.events
+    evaluator = Evaluator(scenarios, source=source)
+    session = _Session(args, evaluator, live=args.command == "watch", source=args.events)
 
-    Console(file=out, highlight=False).print(ReportTable(report))
+    async def go() -> tuple[RunOutcome, Runner]:
+        runner = Runner(evaluator, fail_fast=args.fail_fast, idle_timeout=args.idle_timeout,
+                        linger=args.linger, on_decisions=session.on_decisions)
+        async with open_feed(args.events) as feed:
+            if feed.address and feed.live:
+                print(f"mantle-stream: listening on {feed.address}", file=sys.stderr,
+                      flush=True)
+            return await session.run(runner, feed), runner
+
+    try:
+        outcome, runner = anyio.run(go)
+    finally:
+        session.close()
+    return _finish(session, outcome, runner,
+                   fmt=args.format if args.command == "check" else "live")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from mantle_stream._demo import DemoStats, demo_conversations, demo_scenarios, simulate
+
+    evaluator = Evaluator(demo_scenarios(), source="demo")
+    session = _Session(args, evaluator, live=True, source="demo simulator")
+    stats = DemoStats()
+
+    async def go() -> tuple[RunOutcome, Runner]:
+        runner = Runner(evaluator, fail_fast=args.fail_fast, linger=None,
+                        on_decisions=session.on_decisions)
+        async with open_feed("tcp://127.0.0.1:0") as feed:
+            assert feed.address is not None
+            address = feed.address
+
+            def start(tg: anyio.abc.TaskGroup) -> None:
+                async def play() -> None:
+                    await simulate(address, demo_conversations(), speed=args.speed,
+                                   concurrency=args.concurrency, stats=stats)
+                    await anyio.sleep(0.2)  # let the last lines arrive
+                    runner.stop(finish=True)
+                tg.start_soon(play)
+
+            session.source = f"demo simulator → {address}"
+            return await session.run(runner, feed, start), runner
+
+    try:
+        outcome, runner = anyio.run(go)
+    finally:
+        session.close()
+    code = _finish(session, outcome, runner, fmt="live")
+    if stats.stopped:
+        print(f"stopped early: {len(stats.stopped)} conversations "
+              f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "
+              f"{stats.saved_turns} user turns the simulator did not have to play",
+              flush=True)
+    return code

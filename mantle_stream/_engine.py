@@ -43,6 +43,10 @@ MAX_UNNAMED_BUFFER = 1000
 
 _ONE_PAYLOAD_NONES = len(Event.__struct_fields__[:17]) - 1
 
+#: Control characters in user text quoted by a reason, written as escapes.
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
 
 class UnmatchedConversation(msgspec.Struct, frozen=True):
     """A conversation judged against no scenario: it named none, or an unknown one."""
@@ -107,6 +111,8 @@ class Evaluator:
                 self._by_name[name] = plan
         self._single = self._plans[0] if len(self._plans) == 1 else None
         self._convs: dict[str, _Conversation] = {}
+        self._open_convs: dict[str, _Conversation] = {}  # not finished yet
+        self._judged = 0  # conversations with a scenario (the rest are unmatched)
         self._decoder = EventDecoder(source)
         self._line = 0
         self._events = 0
@@ -252,6 +258,8 @@ class Evaluator:
                 reason: str, out: list[Decision]) -> None:
         plan = conv.plan
         assert plan is not None
+        if not reason.isprintable():
+            reason = reason.translate(_ESCAPES)  # a reason is one line, whatever it quotes
         decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
                             "passed" if passed else "failed", decided_at, reason, conv.turn)
         conv.machines[index] = None
@@ -263,6 +271,9 @@ class Evaluator:
     def _open(self, event: Event) -> _Conversation:
         conv = _Conversation(event.conversation_id, self._single)
         self._convs[event.conversation_id] = conv
+        self._open_convs[event.conversation_id] = conv
+        if conv.plan is not None:
+            self._judged += 1
         return conv
 
     def _await_scenario(self, conv: _Conversation, event: Event, payload: Payload,
@@ -290,11 +301,13 @@ class Evaluator:
                     conv.buffer = None
             if type(payload) is SessionEnded:
                 conv.finished = True
+                self._open_convs.pop(conv.cid, None)
             return None
         conv.plan = plan
         conv.machines = plan.machines()
         conv.results = [None] * len(conv.machines)
         conv.pending = len(conv.machines)
+        self._judged += 1
         held, conv.buffer = conv.buffer or [], None
         conv.events = 0
         for held_event, held_payload in held:
@@ -316,7 +329,7 @@ class Evaluator:
     def finish_all(self) -> list[Decision]:
         """End of input: finish every open conversation."""
         out: list[Decision] = []
-        for conv in self._convs.values():
+        for conv in list(self._open_convs.values()):
             self._finish(conv, out)
         return out
 
@@ -324,6 +337,7 @@ class Evaluator:
         if conv.finished:
             return
         conv.finished = True
+        self._open_convs.pop(conv.cid, None)
         if conv.plan is None:
             return
         for index, machine in enumerate(conv.machines):
@@ -366,13 +380,16 @@ class Evaluator:
         return [UnmatchedConversation(c.cid, c.requested or None, c.events)
                 for c in self._convs.values() if c.plan is None]
 
+    def open_conversations(self) -> dict[str, int]:
+        """Conversations not yet ended, with the number of events each has had."""
+        return {cid: conv.events for cid, conv in self._open_convs.items()}
+
     def statistics(self) -> Statistics:
-        open_ = sum(1 for c in self._convs.values() if not c.finished)
         return Statistics(
-            events=self._events, conversations=len(self._convs), open=open_,
+            events=self._events, conversations=len(self._convs), open=len(self._open_convs),
             passed=self._passed, failed=self._failed, decisions=self._decisions,
             unknown_kinds=sum(self._decoder.unknown.values()), late_events=self._late,
-            unmatched=sum(1 for c in self._convs.values() if c.plan is None),
+            unmatched=len(self._convs) - self._judged,
         )
 
     # ------------------------------------------------------------------ checkpoints
@@ -403,7 +420,10 @@ class Evaluator:
             elif machine is not None:
                 machine.restore(machine_state)
         conv.pending = sum(1 for r in conv.results if r is None)
+        if conv.cid not in self._convs:
+            self._judged += 1
         self._convs[conv.cid] = conv
+        self._open_convs[conv.cid] = conv
 
 
 def _result_of(conv: _Conversation) -> ConversationResult:

@@ -277,10 +277,9 @@ class Sequence(Machine):
     def finish(self) -> Outcome:
         matchers = self.plan.matchers
         done = self.cursor
-        text = f"step {done + 1} of {len(matchers)} never happened"
-        if done:
-            text += " after step " + str(done)
-        return False, f"{text}: {matchers[done].describe()}"
+        after = f" after step {done}" if done else ""
+        return False, (f"step {done + 1} of {len(matchers)} never happened{after}: expected "
+                       f"{matchers[done].describe()}")
 
     def state(self) -> list[Any]:
         return [self.cursor]

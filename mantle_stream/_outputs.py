@@ -1,9 +1,11 @@
-"""Verdict outputs for other tools: the JSONL stream (and JUnit XML).
+"""Verdict outputs for other tools: the JSONL stream and JUnit XML.
 
 An edge module. The JSONL writer appends one JSON object per decided verdict
 and flushes after each batch, so another process can tail the file while the
 run goes on (``cli.md``: conversation_id, scenario, index, kind, verdict,
-decided_at, reason).
+decided_at, reason). The JUnit file has one ``<testsuite>`` per conversation
+and one ``<testcase>`` per assertion, the shape Jenkins, GitLab and GitHub
+test reporters read; it is written atomically at the end of the run.
 """
 
 from __future__ import annotations
@@ -11,12 +13,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import IO
 
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+
 import msgspec
 
 from mantle_stream._errors import FeedError
+from mantle_stream._report import Report
 from mantle_stream._verdicts import Decision
 
-__all__ = ["JsonlRecord", "JsonlWriter"]
+__all__ = ["JsonlRecord", "JsonlWriter", "junit_xml", "write_junit"]
 
 
 class JsonlRecord(msgspec.Struct, frozen=True):
@@ -55,3 +62,45 @@ class JsonlWriter:
 
     def close(self) -> None:
         self._fh.close()
+
+
+def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
+    """The report as JUnit XML: a suite per conversation, a case per assertion."""
+    root = ET.Element("testsuites", name=name, tests=str(report.summary.assertions))
+    total_failures = 0
+    for conv in report.conversations:
+        failures = sum(1 for a in conv.assertions if a.verdict == "failed")
+        skipped = sum(1 for a in conv.assertions if a.verdict == "pending")
+        total_failures += failures
+        suite = ET.SubElement(root, "testsuite", name=conv.conversation_id,
+                              tests=str(len(conv.assertions)), failures=str(failures),
+                              errors="0", skipped=str(skipped))
+        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="scenario",
+                      value=conv.scenario or "")
+        for a in conv.assertions:
+            case = ET.SubElement(suite, "testcase", name=f"#{a.index} {a.kind}",
+                                 classname=conv.scenario or conv.conversation_id)
+            at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
+            if a.verdict == "failed":
+                failure = ET.SubElement(case, "failure", message=a.reason, type=a.kind)
+                failure.text = f"{a.reason}\n(decided at {at})"
+            elif a.verdict == "pending":
+                ET.SubElement(case, "skipped", message="still pending when the run ended")
+            else:
+                ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
+    root.set("failures", str(total_failures))
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def write_junit(path: str, report: Report) -> None:
+    """Write JUnit XML atomically (a reader never sees half a file)."""
+    data = junit_xml(report)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".junit-", dir=directory)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None

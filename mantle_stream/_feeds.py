@@ -1,0 +1,744 @@
+"""Every event source behind one async interface: files, pipes, tailed logs, sockets.
+
+An edge module (style.md §1). The engine consumes :class:`Chunk` values --
+runs of complete lines tagged with where they came from -- and never learns
+whether the bytes came from a file, standard input, a log still being written
+or a simulator on a socket. The event loop, worker threads, files and sockets
+all live here; the pure core (scenario, compiler, machines, events, engine)
+never imports anyio.
+
+Theory of operation
+-------------------
+``open_feed(spec)`` only picks a :class:`Feed` by the spec's shape; it does no
+I/O and does not raise for a bad spec. Entering the feed (``async with``)
+does everything that can fail for a reason the user must hear about up front
+-- parsing the spec, opening the file, binding the socket -- and raises
+:class:`~mantle_stream.FeedError` if it cannot. It then starts producers in a
+task group the feed owns:
+
+* a file: one task reading 64 KiB blocks in anyio worker threads; ``-``:
+  a daemon thread of the feed's own reads the file descriptor (a slow pipe
+  never blocks the event loop, and a read that never returns never keeps
+  the process alive); both end at end of file;
+* ``follow:PATH``: one task polling every ``poll_interval``; it waits for the
+  file to appear, reads what was appended, starts again from 0 when the size
+  drops below its position (truncation), and when PATH names another inode
+  (rotation) drains the old file, then opens the new one;
+* ``tcp://`` and ``unix:``: one accept loop per listening socket and one task
+  per connection.
+
+Producers cut bytes into complete lines (``LineChunker``, wrapped by
+``_Lines`` for line numbers and the overlong-line rule) and send chunks into
+one bounded memory object stream; iterating the feed receives from it. When
+the consumer falls behind, producers wait, reading stops, and for sockets the
+kernel buffers fill and the sender slows down: backpressure end to end,
+nothing buffered without bound. A file producer that fails mid-read records
+a ``FeedError`` and closes the stream; the iterator raises it after the
+chunks that came before.
+
+A connection's task sends a private "gone" marker after its last chunk. The
+iterator acts on it when the consumer asks for the next chunk -- that is,
+after the consumer has handled, and replied to, every line of that
+connection. Only then is the socket closed and ``connections`` decremented,
+so a client that half-closes still gets replies to its last lines, and
+``connections == 0`` means every line received has been handed out.
+
+Line rules
+----------
+* CR stays in the chunk (the JSON decoder tolerates it); blank lines pass
+  through (the decoder skips them).
+* A final line without a newline is completed at the end of a file, of
+  standard input, and of a followed file that was rotated away. A socket
+  connection that ends mid-line loses that partial line: a simulator that
+  dies mid-write must not produce half an event.
+* ``Chunk.first_line`` is 1-based per file or per connection. A followed
+  file restarts at 1 after truncation or rotation, so numbers match the file
+  now at PATH.
+* A line whose content (without its newline) is longer than
+  ``max_line_bytes`` is not buffered: once the excess is seen, the feed
+  delivers ``<line cut off: longer than N bytes> `` followed by
+  the line's first 200 bytes and a newline, and discards the rest of the line
+  as it arrives. That line is not JSON, so the decoder rejects it as a bad
+  event at the right line number, with an excerpt saying why. At most
+  ``max_line_bytes`` plus one read block of a line is ever held.
+* Truncation is noticed by the size dropping below the read position; a file
+  truncated and regrown past that position between two polls is read on from
+  the old position (``tail -F`` has the same blind spot).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import stat
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import BinaryIO, NamedTuple, TypeAlias
+
+import anyio
+from anyio.abc import ByteStream, SocketAttribute, SocketListener, SocketStream, TaskGroup
+from anyio.from_thread import BlockingPortal
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from mantle_stream._errors import FeedError
+from mantle_stream._sources import CHUNK_BYTES, LineChunker
+
+__all__ = ["Chunk", "Feed", "Peer", "open_feed"]
+
+# Chunks waiting between producers and the consumer. Each is at most one read
+# block plus one pending line, so the queue holds a few MiB at worst.
+_QUEUE_SIZE = 16
+# How much of an overlong line survives, so the error excerpt shows what it was.
+_CUT_KEEP = 200
+# Pause before accepting again after the process ran out of file descriptors.
+_ACCEPT_RETRY = 0.1
+_FORMS = "a file, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
+
+
+class Peer:
+    """One connection that can receive reply lines."""
+
+    __slots__ = ("_closed", "_lock", "_stream", "name")
+
+    def __init__(self, name: str, stream: ByteStream) -> None:
+        self.name = name
+        self._stream = stream
+        self._lock = anyio.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Peer {self.name}{' closed' if self._closed else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once replies can no longer reach the client."""
+        return self._closed
+
+    async def send(self, line: bytes) -> None:
+        """Write one line (a newline is added if missing).
+
+        Never raises because the client has gone: the peer is marked closed
+        and the line dropped. Sends are serialized, so concurrent callers
+        never interleave bytes within a line.
+        """
+        if not line.endswith(b"\n"):
+            line += b"\n"
+        async with self._lock:
+            if self._closed:
+                return
+            try:
+                await self._stream.send(line)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                self._closed = True
+
+    async def _close(self) -> None:
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._stream.aclose()
+
+
+class Chunk(NamedTuple):
+    """One or more complete lines, each ending in ``b"\\n"``, from one source."""
+
+    data: bytes
+    peer: Peer | None
+    first_line: int
+
+
+class _Gone:
+    """Queued after a connection's last chunk: retire the peer when reached."""
+
+    __slots__ = ("peer",)
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+
+
+_Item: TypeAlias = Chunk | _Gone
+
+
+class _Lines:
+    """``LineChunker`` plus 1-based line numbers and the overlong-line rule."""
+
+    __slots__ = ("_chunker", "_limit", "_next", "_skipping")
+
+    def __init__(self, limit: int) -> None:
+        self._chunker = LineChunker()
+        self._limit = limit
+        self._skipping = False  # inside an overlong line already reported
+        self._next = 1
+
+    def feed(self, data: bytes) -> tuple[bytes, int]:
+        """The complete lines so far (maybe ``b""``) and the number of the first."""
+        if self._skipping:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return b"", self._next
+            self._skipping = False
+            data = data[newline + 1:]
+        chunk = self._chunker.feed(data)
+        if len(chunk) > self._limit:  # only then can a complete line be too long
+            chunk = self._cut_long_lines(chunk)
+        if self._chunker.pending > self._limit:
+            rest = self._chunker.flush()
+            chunk += self._cut(rest[:_CUT_KEEP].rstrip(b"\n"))
+            self._skipping = True
+        return self._take(chunk)
+
+    def finish(self) -> tuple[bytes, int]:
+        """The final line of a source that ended cleanly, completed with a newline."""
+        if self._skipping:
+            self._skipping = False
+            return b"", self._next
+        return self._take(self._chunker.flush())
+
+    def _take(self, chunk: bytes) -> tuple[bytes, int]:
+        first = self._next
+        self._next += chunk.count(b"\n")
+        return chunk, first
+
+    def _cut_long_lines(self, chunk: bytes) -> bytes:
+        parts: list[bytes] = []
+        start = 0
+        while start < len(chunk):
+            end = chunk.index(b"\n", start)
+            if end - start > self._limit:
+                parts.append(self._cut(chunk[start:min(end, start + _CUT_KEEP)]))
+            else:
+                parts.append(chunk[start:end + 1])
+            start = end + 1
+        return b"".join(parts)
+
+    def _cut(self, head: bytes) -> bytes:
+        return b"<line cut off: longer than %d bytes> %s\n" % (self._limit, head)
+
+
+class Feed:
+    """An event source: async context manager and async iterator of :class:`Chunk`.
+
+    ``name`` is what to show in messages; ``live`` feeds (follow, tcp, unix)
+    never end by themselves -- the consumer decides when a live run ends by
+    no longer iterating. ``address`` is the bound ``tcp://HOST:PORT`` (the
+    real port when 0 was asked) or ``unix:PATH``, else None.
+    """
+
+    def __init__(self, name: str, *, live: bool, max_line_bytes: int) -> None:
+        self.name = name
+        self.live = live
+        self.address: str | None = None
+        self._max_line_bytes = max_line_bytes
+        self._connections = 0
+        self._last_activity = 0.0
+        self._error: FeedError | None = None
+        self._peers: set[Peer] = set()
+        self._entered = False
+        self._task_group: TaskGroup | None = None
+        self._send: MemoryObjectSendStream[_Item] | None = None
+        self._receive: MemoryObjectReceiveStream[_Item] | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    @property
+    def connections(self) -> int:
+        """Clients connected now; one counts until its last line is handed out."""
+        return self._connections
+
+    @property
+    def last_activity(self) -> float:
+        """``anyio.current_time()`` of the last byte received or connection change."""
+        return self._last_activity
+
+    async def __aenter__(self) -> Feed:
+        if self._entered:
+            raise RuntimeError(f"feed `{self.name}` can be entered only once")
+        self._entered = True
+        self._touch()
+        await self._open()
+        self._send, self._receive = anyio.create_memory_object_stream[_Item](_QUEUE_SIZE)
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._produce, self._send)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        task_group, self._task_group = self._task_group, None
+        try:
+            if task_group is None:
+                return None
+            task_group.cancel_scope.cancel()
+            try:
+                return await task_group.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group:
+                # anyio wraps an exception raised in the body in a group; the
+                # caller's ``except EventError`` must see it as it was raised.
+                if exc is not None and list(group.exceptions) == [exc]:
+                    return False
+                raise
+        finally:
+            if self._send is not None:
+                self._send.close()
+            if self._receive is not None:
+                self._receive.close()
+            with anyio.CancelScope(shield=True):
+                for peer in self._peers:
+                    await peer._close()
+                self._peers.clear()
+                self._connections = 0
+                await self._close()
+
+    def __aiter__(self) -> AsyncIterator[Chunk]:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        if self._receive is None or self._task_group is None:
+            raise RuntimeError(f"iterate feed `{self.name}` inside `async with`")
+        while True:
+            try:
+                item = await self._receive.receive()
+            except anyio.EndOfStream:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error from None
+                raise StopAsyncIteration from None
+            if isinstance(item, Chunk):
+                return item
+            await self._retire(item.peer)
+
+    # -- for subclasses ---------------------------------------------------
+
+    async def _open(self) -> None:
+        """Open files or bind sockets; raise FeedError if that cannot be done."""
+
+    async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
+        raise NotImplementedError
+
+    async def _close(self) -> None:
+        """Release what ``_open`` acquired (runs shielded)."""
+
+    def _touch(self) -> None:
+        self._last_activity = anyio.current_time()
+
+    async def _retire(self, peer: Peer) -> None:
+        if peer in self._peers:
+            self._peers.discard(peer)
+            self._connections -= 1
+        self._touch()
+        await peer._close()
+
+
+class _Invalid(Feed):
+    """A spec that names no source: entering it raises the reason."""
+
+    def __init__(self, spec: str, message: str) -> None:
+        super().__init__(spec, live=False, max_line_bytes=1)
+        self._message = message
+
+    async def _open(self) -> None:
+        raise FeedError(self._message)
+
+
+async def _put(send: MemoryObjectSendStream[_Item], piece: tuple[bytes, int],
+               peer: Peer | None) -> None:
+    data, first = piece
+    if data:
+        await send.send(Chunk(data, peer, first))
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+class _FileFeed(Feed):
+    """A plain file, or standard input when ``path`` is None; ends at end of file."""
+
+    def __init__(self, path: str | None, stdin: BinaryIO | None, *, max_line_bytes: int) -> None:
+        super().__init__("<stdin>" if path is None else path, live=False,
+                         max_line_bytes=max_line_bytes)
+        self._path = path
+        self._stdin = stdin
+        self._file: BinaryIO | None = None
+
+    async def _open(self) -> None:
+        if self._path is None:
+            if self._stdin is None:
+                if sys.stdin is None:
+                    raise FeedError("cannot read events from `-`: there is no standard input")
+                self._stdin = sys.stdin.buffer
+            return
+        try:
+            self._file = await anyio.to_thread.run_sync(open, self._path, "rb")
+        except OSError as exc:
+            raise FeedError(f"cannot read events from `{self._path}`: {_reason(exc)}") from None
+
+    async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
+        lines = _Lines(self._max_line_bytes)
+        with send:
+            try:
+                if self._file is None:
+                    await self._read_stdin(send, lines)
+                else:
+                    read = _read_function(self._file)
+                    while data := await anyio.to_thread.run_sync(read, CHUNK_BYTES):
+                        self._touch()
+                        await _put(send, lines.feed(data), None)
+            except OSError as exc:
+                self._error = FeedError(f"cannot read events from `{self.name}`: {_reason(exc)}")
+                return
+            await _put(send, lines.finish(), None)
+
+    async def _read_stdin(self, send: MemoryObjectSendStream[_Item], lines: _Lines) -> None:
+        # A read of standard input can block for as long as the writer likes
+        # and cannot be interrupted. In anyio's worker pool it would keep the
+        # process alive after the consumer stopped (--fail-fast, Ctrl-C on a
+        # terminal), so a daemon thread of our own reads and hands blocks over.
+        assert self._stdin is not None
+        blocks, arrived = anyio.create_memory_object_stream[bytes | Exception](1)
+        failed: Exception | None = None
+        with blocks, arrived:
+            async with BlockingPortal() as portal:
+                threading.Thread(target=_read_blocks, name=f"mantle_stream {self.name} reader",
+                                 args=(_stdin_read_function(self._stdin), portal, blocks),
+                                 daemon=True).start()
+                while data := await arrived.receive():
+                    if isinstance(data, Exception):
+                        failed = data  # raised below: the portal would wrap it in a group
+                        break
+                    self._touch()
+                    await _put(send, lines.feed(data), None)
+        if failed is not None:
+            raise failed
+
+    async def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _read_function(source: BinaryIO) -> Callable[[int], bytes]:
+    # read1: at most one system call, so a pipe's lines flow as they come
+    # instead of waiting for 64 KiB to pile up.
+    read: Callable[[int], bytes] = getattr(source, "read1", source.read)
+    return read
+
+
+def _stdin_read_function(source: BinaryIO) -> Callable[[int], bytes]:
+    # The file descriptor itself where there is one: a thread blocked inside
+    # a buffered reader holds its lock, and the interpreter, closing
+    # sys.stdin at exit, would wait for that read and then abort.
+    try:
+        fd = source.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return _read_function(source)
+    return functools.partial(os.read, fd)
+
+
+def _read_blocks(read: Callable[[int], bytes], portal: BlockingPortal,
+                 blocks: MemoryObjectSendStream[bytes | Exception]) -> None:
+    """Body of the standard-input thread: blocks (``b""`` at the end) or the error."""
+    try:
+        while True:
+            try:
+                data = read(CHUNK_BYTES)
+            except Exception as exc:
+                portal.call(blocks.send, exc)
+                return
+            portal.call(blocks.send, data)  # waits while the feed is behind
+            if not data:
+                return
+    except Exception:
+        return  # the feed has closed its end: nobody is left to tell
+
+
+def _open_if_present(path: str) -> BinaryIO | None:
+    try:
+        return open(path, "rb", buffering=0)  # the caller owns it
+    except FileNotFoundError:
+        return None
+
+
+_SAME, _TRUNCATED, _ROTATED = "same", "truncated", "rotated"
+
+
+def _what_changed(fh: BinaryIO, path: str) -> str:
+    here = os.fstat(fh.fileno())
+    try:
+        there: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        there = None  # renamed away and not yet recreated: keep reading the old file
+    if there is not None and (there.st_dev, there.st_ino) != (here.st_dev, here.st_ino):
+        return _ROTATED
+    if here.st_size < fh.tell():
+        return _TRUNCATED
+    return _SAME
+
+
+class _FollowFeed(Feed):
+    """``follow:PATH``: tail a file that is still being written; never ends."""
+
+    def __init__(self, spec: str, path: str, *, poll_interval: float,
+                 max_line_bytes: int) -> None:
+        super().__init__(spec, live=True, max_line_bytes=max_line_bytes)
+        self._path = path
+        self._poll = poll_interval
+        self._file: BinaryIO | None = None
+
+    async def _open(self) -> None:
+        if await anyio.to_thread.run_sync(os.path.isdir, self._path):
+            raise FeedError(f"cannot follow `{self._path}`: Is a directory")
+
+    async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
+        with send:
+            try:
+                await self._follow(send)
+            except OSError as exc:
+                self._error = FeedError(f"cannot follow `{self._path}`: {_reason(exc)}")
+
+    async def _follow(self, send: MemoryObjectSendStream[_Item]) -> None:
+        run = anyio.to_thread.run_sync
+        while True:
+            self._file = fh = await run(_open_if_present, self._path)
+            if fh is None:
+                await anyio.sleep(self._poll)
+                continue
+            lines = _Lines(self._max_line_bytes)
+            while True:
+                if data := await run(fh.read, CHUNK_BYTES):
+                    self._touch()
+                    await _put(send, lines.feed(data), None)
+                    continue
+                change = await run(_what_changed, fh, self._path)
+                if change == _TRUNCATED:
+                    # The partial line read before is gone from the file: drop it.
+                    await run(fh.seek, 0)
+                    lines = _Lines(self._max_line_bytes)
+                    self._touch()
+                elif change == _ROTATED:
+                    # The old file is finished; take what the writer added to it
+                    # before switching, then complete its final line.
+                    while data := await run(fh.read, CHUNK_BYTES):
+                        self._touch()
+                        await _put(send, lines.feed(data), None)
+                    await _put(send, lines.finish(), None)
+                    break
+                else:
+                    await anyio.sleep(self._poll)
+            self._file = None
+            fh.close()
+
+    async def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class _SocketFeed(Feed):
+    """Listens and serves any number of clients at once; never ends."""
+
+    def __init__(self, spec: str, *, max_line_bytes: int) -> None:
+        super().__init__(spec, live=True, max_line_bytes=max_line_bytes)
+        self._listeners: Sequence[SocketListener] = ()
+
+    def _peer_name(self, stream: SocketStream) -> str:
+        raise NotImplementedError
+
+    async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
+        # ``send`` is shared by every connection and closed by __aexit__:
+        # a socket feed never ends by itself, so no end-of-stream counting.
+        async with anyio.create_task_group() as task_group:
+            for listener in self._listeners:
+                task_group.start_soon(self._accept, listener, send, task_group)
+
+    async def _accept(self, listener: SocketListener, send: MemoryObjectSendStream[_Item],
+                      task_group: TaskGroup) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError:
+                # Out of file descriptors or an aborted handshake: the listener
+                # itself is fine, so wait a little and accept again.
+                await anyio.sleep(_ACCEPT_RETRY)
+                continue
+            # Registered before its task starts, so __aexit__ closes it whatever happens.
+            peer = Peer(self._peer_name(stream), stream)
+            self._peers.add(peer)
+            self._connections += 1
+            self._touch()
+            task_group.start_soon(self._serve, peer, stream, send)
+
+    async def _serve(self, peer: Peer, stream: SocketStream,
+                     send: MemoryObjectSendStream[_Item]) -> None:
+        lines = _Lines(self._max_line_bytes)
+        try:
+            while True:
+                data = await stream.receive(CHUNK_BYTES)
+                self._touch()
+                await _put(send, lines.feed(data), peer)
+        except anyio.EndOfStream:
+            pass  # a partial line left in ``lines`` is dropped (module docstring)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            peer._closed = True  # reset: replies cannot arrive either
+        self._touch()
+        await send.send(_Gone(peer))
+
+    async def _close(self) -> None:
+        for listener in self._listeners:
+            await listener.aclose()
+        self._listeners = ()
+
+
+def _parse_tcp(spec: str) -> tuple[str, int] | str:
+    """``(host, port)`` from ``tcp://HOST:PORT``, or why it is not one."""
+    rest = spec[len("tcp://"):]
+    usage = "expected `tcp://HOST:PORT`, e.g. `tcp://127.0.0.1:7777`"
+    if rest.startswith("["):
+        host, bracket, tail = rest[1:].partition("]")
+        if not bracket or not tail.startswith(":"):
+            return usage
+        port_text = tail[1:]
+    else:
+        host, colon, port_text = rest.rpartition(":")
+        if not colon:
+            return usage
+        if ":" in host:
+            return usage + "; an IPv6 host goes in brackets: `tcp://[::1]:7777`"
+    if not host:
+        return "no host; name the interface to listen on (`0.0.0.0` for all)"
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
+        return f"port `{port_text}` is not a number from 0 to 65535"
+    return host, int(port_text)
+
+
+class _TcpFeed(_SocketFeed):
+    def __init__(self, spec: str, host: str, port: int, *, max_line_bytes: int) -> None:
+        super().__init__(spec, max_line_bytes=max_line_bytes)
+        self._host = host
+        self._port = port
+
+    async def _open(self) -> None:
+        try:
+            listener = await anyio.create_tcp_listener(local_host=self._host,
+                                                       local_port=self._port)
+        except OSError as exc:
+            raise FeedError(f"cannot listen on `{self.name}`: {_reason(exc)}") from None
+        self._listeners = [item for item in listener.listeners
+                           if isinstance(item, SocketListener)]
+        port = self._listeners[0].extra(SocketAttribute.local_port)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self.address = self.name = f"tcp://{host}:{port}"
+
+    def _peer_name(self, stream: SocketStream) -> str:
+        address = stream.extra(SocketAttribute.remote_address)
+        if isinstance(address, tuple):
+            host, port = address[0], address[1]
+            return f"tcp [{host}]:{port}" if ":" in host else f"tcp {host}:{port}"
+        return f"tcp {address}"
+
+
+async def _someone_listens(path: str) -> bool:
+    try:
+        with anyio.fail_after(1):
+            stream = await anyio.connect_unix(path)
+    except TimeoutError:
+        return True  # a listener too busy to answer is still a listener
+    except OSError:
+        return False
+    await stream.aclose()
+    return True
+
+
+class _UnixFeed(_SocketFeed):
+    def __init__(self, spec: str, path: str, *, max_line_bytes: int) -> None:
+        super().__init__(spec, max_line_bytes=max_line_bytes)
+        self._path = path
+        self._clients = 0
+        self._socket_id: tuple[int, int] | None = None
+
+    async def _open(self) -> None:
+        path = self._path
+        where = f"cannot listen on `unix:{path}`"
+        try:
+            found: os.stat_result | None = os.stat(path)
+        except FileNotFoundError:
+            found = None
+        except OSError as exc:
+            raise FeedError(f"{where}: {_reason(exc)}") from None
+        if found is not None:
+            if not stat.S_ISSOCK(found.st_mode):
+                raise FeedError(f"{where}: the path exists and is not a socket; "
+                                f"refusing to replace it")
+            if await _someone_listens(path):
+                raise FeedError(f"{where}: another process is listening on it")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # stale: left behind by a listener that is gone
+        try:
+            listener = await anyio.create_unix_listener(path)
+        except OSError as exc:
+            raise FeedError(f"{where}: {_reason(exc)}") from None
+        self._listeners = [listener]
+        made = os.stat(path)
+        self._socket_id = (made.st_dev, made.st_ino)
+        self.address = f"unix:{path}"
+
+    def _peer_name(self, stream: SocketStream) -> str:
+        self._clients += 1
+        return f"unix #{self._clients}"
+
+    async def _close(self) -> None:
+        await super()._close()
+        if self._socket_id is None:
+            return
+        # Remove the socket file only if it is still ours, not a successor's.
+        with contextlib.suppress(OSError):
+            found = os.stat(self._path)
+            if (found.st_dev, found.st_ino) == self._socket_id:
+                os.unlink(self._path)
+        self._socket_id = None
+
+
+def open_feed(spec: str, *, poll_interval: float = 0.05, max_line_bytes: int = 1 << 20,
+              stdin: BinaryIO | None = None) -> Feed:
+    """The feed for a ``--events`` source; nothing is opened until ``async with``.
+
+    ``spec`` is a file path, ``-`` (``stdin``, default ``sys.stdin.buffer``),
+    ``follow:PATH``, ``tcp://HOST:PORT`` (port 0 picks a free one) or
+    ``unix:PATH``. A malformed spec raises FeedError on entering, like every
+    other failure to open, so callers handle one place.
+    """
+    if poll_interval <= 0:
+        raise ValueError(f"poll_interval must be positive, not {poll_interval!r}")
+    if max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be at least 1, not {max_line_bytes!r}")
+    if spec == "-":
+        return _FileFeed(None, stdin, max_line_bytes=max_line_bytes)
+    if spec.startswith("follow:"):
+        path = spec[len("follow:"):]
+        if not path:
+            return _Invalid(spec, f"bad event source `{spec}`: expected `follow:PATH`")
+        return _FollowFeed(spec, path, poll_interval=poll_interval,
+                           max_line_bytes=max_line_bytes)
+    if spec.startswith("tcp://"):
+        parsed = _parse_tcp(spec)
+        if isinstance(parsed, str):
+            return _Invalid(spec, f"bad event source `{spec}`: {parsed}")
+        return _TcpFeed(spec, *parsed, max_line_bytes=max_line_bytes)
+    if spec.startswith("unix:"):
+        path = spec[len("unix:"):]
+        if not path:
+            return _Invalid(spec, f"bad event source `{spec}`: expected `unix:PATH`")
+        return _UnixFeed(spec, path, max_line_bytes=max_line_bytes)
+    if not spec:
+        return _Invalid(spec, f"bad event source: empty; expected {_FORMS}")
+    if "://" in spec:
+        scheme = spec.partition("://")[0]
+        return _Invalid(spec, f"bad event source `{spec}`: unknown scheme `{scheme}`; "
+                              f"expected {_FORMS}")
+    return _FileFeed(spec, None, max_line_bytes=max_line_bytes)

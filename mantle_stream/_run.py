@@ -1,0 +1,239 @@
+"""The live runner: drives an evaluator from a feed, tells simulators to stop.
+
+An edge module (anyio). It sits between :mod:`mantle_stream._feeds` (bytes
+from files, pipes and sockets) and the pure engine, and adds what only a
+live run has:
+
+* **early stop per conversation**: when a conversation's outcome is settled
+  before it ends (an assertion failed, or every assertion is decided), a
+  :class:`StopMessage` is delivered once — as a JSON line on the socket
+  connection that sent the conversation's events, and to the ``on_stop``
+  callback — so the simulator can end it without spending more turns;
+* **fail-fast** for the whole run;
+* **idle timeout**: a conversation with no event for ``idle_timeout`` seconds
+  is finished (its pending assertions resolve, ``decided_at`` null);
+* **end of a live feed**: ``follow:`` and socket feeds never end by
+  themselves; the run ends once every conversation seen has ended, no client
+  is connected and nothing has arrived for ``linger`` seconds (``linger=None``
+  keeps listening until cancelled).
+
+All engine calls happen on the event loop's thread between awaits, so a
+snapshot taken by a refresh task never sees a half-applied chunk.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Literal
+
+import anyio
+import msgspec
+
+from mantle_stream._engine import Evaluator
+from mantle_stream._feeds import Chunk, Feed, open_feed
+from mantle_stream._verdicts import Decision
+
+__all__ = ["RunOutcome", "Runner", "StopAssertion", "StopMessage", "run_feed"]
+
+Ending = Literal["end-of-input", "ended", "fail-fast", "cancelled"]
+
+
+class StopAssertion(msgspec.Struct, frozen=True):
+    index: int
+    kind: str
+    verdict: str
+    decided_at: int | None
+    reason: str
+
+
+class StopMessage(msgspec.Struct, frozen=True, tag_field="type", tag="stop"):
+    """Sent once per conversation whose outcome is settled before it ended.
+
+    On the wire (one line): ``{"type": "stop", "conversation_id": "c-17",
+    "verdict": "failed", "stop": true, "assertion": {"index": 5, "kind":
+    "tool_executed", "verdict": "failed", "decided_at": 19, "reason": "..."},
+    "events": 20}``. ``verdict`` is the conversation's: ``failed`` as soon as one
+    assertion failed (``assertion`` is that one), ``passed`` when every
+    assertion passed before the end (``assertion`` is the last decided).
+    """
+
+    conversation_id: str
+    verdict: str
+    assertion: StopAssertion
+    events: int
+    stop: bool = True
+
+
+class RunOutcome(msgspec.Struct, frozen=True):
+    ending: Ending
+    stopped_early: tuple[str, ...] = ()
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+class Runner:
+    """Runs one evaluator over one feed. Create, then ``await run(feed)``."""
+
+    def __init__(self, evaluator: Evaluator, *, fail_fast: bool = False,
+                 idle_timeout: float | None = None, linger: float | None = 1.0,
+                 on_decisions: Callable[[list[Decision]], object] | None = None,
+                 on_stop: Callable[[StopMessage], object] | None = None) -> None:
+        self.evaluator = evaluator
+        self.fail_fast = fail_fast
+        self.idle_timeout = idle_timeout
+        self.linger = linger
+        self.on_decisions = on_decisions
+        self.on_stop = on_stop
+        self.started = anyio.current_time()
+        self.ended: float | None = None  # loop time when the run ended
+        self.latest: deque[Decision] = deque(maxlen=20)
+        self.stopped_early: list[str] = []
+        self._notified: set[str] = set()
+        self._rate: deque[tuple[float, int]] = deque(maxlen=12)
+        self._ending: Ending = "end-of-input"
+        self._scope: anyio.CancelScope | None = None
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds the run has taken (frozen once it ended)."""
+        end = self.ended if self.ended is not None else anyio.current_time()
+        return end - self.started
+
+    def events_per_second(self) -> float:
+        """Recent rate (over the last few seconds), or the average so far."""
+        events = self.evaluator.statistics().events
+        if self.ended is None and len(self._rate) >= 2:
+            (t0, e0), (t1, e1) = self._rate[0], self._rate[-1]
+            if t1 > t0:
+                return (e1 - e0) / (t1 - t0)
+        return events / self.elapsed if self.elapsed > 0 else 0.0
+
+    # ------------------------------------------------------------------ running
+
+    def stop(self, *, finish: bool = False) -> None:
+        """End the run from outside (a signal, a UI, a finished simulator).
+
+        With ``finish`` every open conversation is finished (as at the end of
+        input); without, pending verdicts stay pending.
+        """
+        self._ending = "ended" if finish else "cancelled"
+        self._cancel()
+
+    async def run(self, feed: Feed) -> RunOutcome:
+        self.started = anyio.current_time()
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            async with anyio.create_task_group() as tg:
+                if feed.live or self.idle_timeout is not None:
+                    tg.start_soon(self._watchdog, feed)
+                await self._consume(feed)
+                tg.cancel_scope.cancel()
+        if self._ending in ("end-of-input", "ended"):
+            self._emit(self.evaluator.finish_all(), None)
+        self.ended = anyio.current_time()
+        return RunOutcome(self._ending, tuple(self.stopped_early))
+
+    async def _consume(self, feed: Feed) -> None:
+        evaluator = self.evaluator
+        async for chunk in feed:
+            decisions = evaluator.push_chunk(chunk.data, stop_at_failure=self.fail_fast)
+            if decisions:
+                await self._handle(decisions, chunk)
+                if self.fail_fast and any(d.verdict == "failed" for d in decisions):
+                    self._ending = "fail-fast"
+                    self._cancel()
+                    return
+
+    def _cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _handle(self, decisions: list[Decision], chunk: Chunk | None) -> None:
+        self._emit(decisions, chunk)
+        for message in self._settled(decisions):
+            if chunk is not None and chunk.peer is not None:
+                await chunk.peer.send(_encode(message))
+
+    def _emit(self, decisions: list[Decision], chunk: Chunk | None) -> None:
+        if not decisions:
+            return
+        self.latest.extend(decisions)
+        if self.on_decisions is not None:
+            self.on_decisions(decisions)
+
+    def _settled(self, decisions: list[Decision]) -> list[StopMessage]:
+        """Stop messages for conversations this batch settled before their end."""
+        evaluator = self.evaluator
+        messages = []
+        seen: dict[str, Decision] = {}
+        for d in decisions:
+            first = seen.get(d.conversation_id)
+            if first is None or (first.verdict != "failed" and d.verdict == "failed"):
+                seen[d.conversation_id] = d
+        for cid, decision in seen.items():
+            if cid in self._notified or not evaluator.is_settled(cid):
+                continue
+            result = evaluator.result(cid)
+            if result.finished:
+                continue  # it ended by itself: nothing to save
+            self._notified.add(cid)
+            self.stopped_early.append(cid)
+            failed = next((a for a in result.assertions if a.verdict == "failed"), None)
+            basis = failed or result.assertions[decision.index]
+            message = StopMessage(
+                conversation_id=cid, verdict="failed" if failed else "passed",
+                assertion=StopAssertion(basis.index, basis.kind, basis.verdict,
+                                        basis.decided_at, basis.reason),
+                events=result.events)
+            if self.on_stop is not None:
+                self.on_stop(message)
+            messages.append(message)
+        return messages
+
+    async def _watchdog(self, feed: Feed) -> None:
+        """Idle conversations, the rate window, and the end of a live feed."""
+        evaluator = self.evaluator
+        tick = 0.1 if self.idle_timeout is None else min(0.1, self.idle_timeout / 4)
+        last_seen: dict[str, tuple[int, float]] = {}
+        while True:
+            await anyio.sleep(tick)
+            now = anyio.current_time()
+            stats = evaluator.statistics()
+            self._rate.append((now, stats.events))
+            if self.idle_timeout is not None:
+                open_now = evaluator.open_conversations()
+                for cid in list(last_seen):
+                    if cid not in open_now:
+                        del last_seen[cid]
+                for cid, count in open_now.items():
+                    seen = last_seen.get(cid)
+                    if seen is None or seen[0] != count:
+                        last_seen[cid] = (count, now)
+                    elif now - seen[1] >= self.idle_timeout:
+                        del last_seen[cid]
+                        await self._handle(evaluator.finish(cid), None)
+            if (feed.live and self.linger is not None and stats.conversations
+                    and not evaluator.open_conversations() and feed.connections == 0
+                    and now - feed.last_activity >= self.linger):
+                self._ending = "ended"
+                self._cancel()
+                return
+
+
+async def run_feed(evaluator: Evaluator, source: str, *, fail_fast: bool = False,
+                   idle_timeout: float | None = None, linger: float | None = 1.0,
+                   on_decisions: Callable[[list[Decision]], object] | None = None,
+                   on_stop: Callable[[StopMessage], object] | None = None) -> RunOutcome:
+    """Judge a source (path, ``-``, ``follow:PATH``, ``tcp://HOST:PORT``, ``unix:PATH``).
+
+    ``on_decisions`` receives every batch of decisions as they happen;
+    ``on_stop`` every :class:`StopMessage` (also written back on sockets).
+    """
+    runner = Runner(evaluator, fail_fast=fail_fast, idle_timeout=idle_timeout, linger=linger,
+                    on_decisions=on_decisions, on_stop=on_stop)
+    async with open_feed(source) as feed:
+        return await runner.run(feed)

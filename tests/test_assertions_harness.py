@@ -1,0 +1,389 @@
+"""Shared builder and driver for the assertion behaviour tests (``test_assertions_*.py``).
+
+The behaviour tests describe a conversation as a list of :class:`Ev` (one
+tracker event each, built by the small factories below) and mark the event
+that must decide the assertion with :func:`D`. :func:`judge` turns the list
+into ProtoJSON wire lines (``events.md``: envelope + exactly one payload key,
+``value_json``/``arguments_json`` as JSON strings), pushes them one by one
+through the public API (``mantle_stream.Evaluator.push_line``), finishes the
+conversation and returns what the engine decided.
+
+While driving, :func:`judge` checks the invariants every test relies on
+(``semantics.md``, "Verdicts"): a decision reported while pushing an event
+carries that event's ``sequence`` as ``decided_at`` (None for decisions caused
+by ``session_ended``), every assertion is decided exactly once, the final
+results repeat the decisions, and every reason is a non-empty single line.
+
+This module also holds the tests of the builder itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import msgspec
+import pytest
+
+import mantle_stream as ms
+
+__all__ = [
+    "TYPED_VALUES",
+    "D",
+    "Ev",
+    "Judged",
+    "assert_outcome",
+    "block",
+    "bot",
+    "checkpointed",
+    "clear",
+    "end",
+    "judge",
+    "judge_lines",
+    "kind_of",
+    "legacy_bot",
+    "legacy_slot",
+    "legacy_user",
+    "scenario",
+    "setm",
+    "skill",
+    "started",
+    "tool",
+    "user",
+]
+
+
+# --------------------------------------------------------------------------
+# Scenarios
+# --------------------------------------------------------------------------
+
+
+def scenario(*assertions: dict[str, Any], name: str = "t") -> ms.Scenario:
+    """A scenario holding ``assertions`` (JSON text is valid YAML 1.2)."""
+    doc = {"scenario": {"name": name, "simulation_context": "x",
+                        "goals": {"assertions": list(assertions)}}}
+    return ms.load_scenario_text(json.dumps(doc))
+
+
+def kind_of(assertion: dict[str, Any]) -> str:
+    [kind] = assertion
+    return kind
+
+
+# --------------------------------------------------------------------------
+# Events
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ev:
+    """One tracker event: a ProtoJSON payload, or a legacy flat row when ``legacy``."""
+
+    key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    decides: bool = False
+    seq: int | None = None  # explicit sequence (to make gaps); else previous + 1
+    legacy: bool = False
+    with_sequence: bool = True  # legacy rows may lack `sequence`
+
+    def row(self, cid: str, seq: int) -> dict[str, Any]:
+        if self.legacy:
+            row: dict[str, Any] = {"event": self.key, "sender_id": cid, **self.payload}
+            if self.with_sequence:
+                row["sequence"] = seq
+            return row
+        return {"conversation_id": cid, "sequence": seq, "event_id": f"{cid}-{seq}",
+                self.key: self.payload}
+
+    def line(self, cid: str, seq: int) -> str:
+        return json.dumps(self.row(cid, seq))
+
+
+def D(ev: Ev) -> Ev:
+    """Mark ``ev`` as the event whose sequence must be the assertion's ``decided_at``."""
+    return replace(ev, decides=True)
+
+
+def started() -> Ev:
+    return Ev("session_started")
+
+
+def end() -> Ev:
+    return Ev("session_ended")
+
+
+def user(text: str | None = "hello") -> Ev:
+    return Ev("user", {"text": text})
+
+
+def bot(text: str | None = None, *, utter: str | None = None,
+        buttons: list[dict[str, Any]] | None = None) -> Ev:
+    payload: dict[str, Any] = {"text": text, "utter_name": utter}
+    if buttons is not None:
+        payload["buttons"] = buttons
+    return Ev("bot", payload)
+
+
+def setm(name: str, value: Any) -> Ev:
+    """A ``memory_set`` event; ``value`` travels JSON-encoded in ``value_json``."""
+    return Ev("memory_set", {"name": name, "value_json": json.dumps(value)})
+
+
+def clear(name: str) -> Ev:
+    return Ev("memory_cleared", {"name": name})
+
+
+def skill(event: str, skill_id: str, step_id: str | None = None) -> Ev:
+    """``skill(`completed`, `card_replace`)`` is a ``skill_completed`` event."""
+    payload: dict[str, Any] = {"skill_id": skill_id}
+    if event in ("cancelled", "interrupted", "resumed"):
+        payload["step_id"] = step_id if step_id is not None else "autonomous"
+    else:
+        assert step_id is None, f"skill_{event} carries no step_id"
+    return Ev(f"skill_{event}", payload)
+
+
+def block(event: str, skill_id: str, block_id: str, step_id: str | None = None) -> Ev:
+    """``block(`entered`, `card_replace`, `main`)`` is an ``ordered_block_entered`` event."""
+    payload: dict[str, Any] = {"skill_id": skill_id, "block_id": block_id}
+    if event != "entered":
+        payload["step_id"] = step_id if step_id is not None else "step_1"
+    else:
+        assert step_id is None, "ordered_block_entered carries no step_id"
+    return Ev(f"ordered_block_{event}", payload)
+
+
+def tool(name: str, *, source: str = "local", server: str | None = None,
+         skill_id: str | None = None, args: dict[str, Any] | None = None,
+         is_error: bool = False, result: Any = None) -> Ev:
+    """A ``tool_executed`` event; ``args`` travel JSON-encoded in ``arguments_json``."""
+    if source == "mcp" and server is None:
+        server = "banking"
+    return Ev("tool_executed", {
+        "tool_name": name, "source": source, "mcp_server": server, "skill_id": skill_id,
+        "arguments_json": json.dumps(args or {}),
+        "result_json": None if result is None else json.dumps(result),
+        "is_error": is_error,
+    })
+
+
+def legacy_user(text: str = "hello", *, with_sequence: bool = True) -> Ev:
+    return Ev("user", {"text": text}, legacy=True, with_sequence=with_sequence)
+
+
+def legacy_bot(text: str | None = None, *, utter: str | None = None,
+               buttons: list[dict[str, Any]] | None = None,
+               with_sequence: bool = True) -> Ev:
+    payload: dict[str, Any] = {"text": text}
+    if utter is not None:
+        payload["metadata"] = {"utter_action": utter}
+    if buttons is not None:
+        payload["data"] = {"buttons": buttons}
+    return Ev("bot", payload, legacy=True, with_sequence=with_sequence)
+
+
+def legacy_slot(name: str, value: Any, *, with_sequence: bool = True) -> Ev:
+    """A legacy ``slot`` row: a non-null value is a write, null a clear."""
+    return Ev("slot", {"name": name, "value": value}, legacy=True,
+              with_sequence=with_sequence)
+
+
+# --------------------------------------------------------------------------
+# Typed values (memory values and tool arguments alike)
+# --------------------------------------------------------------------------
+
+# (expected, written, equal?) - semantics.md "Value equality".
+TYPED_VALUES = [
+    pytest.param(True, True, True, id="true-eq-true"),
+    pytest.param(True, "true", False, id="true-ne-str-true"),
+    pytest.param("true", True, False, id="str-true-ne-true"),
+    pytest.param(5, 5, True, id="5-eq-5"),
+    pytest.param(5, "5", False, id="5-ne-str-5"),
+    pytest.param("5", 5, False, id="str-5-ne-5"),
+    pytest.param(1, True, False, id="1-ne-true"),
+    pytest.param(True, 1, False, id="true-ne-1"),
+    pytest.param(0, False, False, id="0-ne-false"),
+    pytest.param(5, 5.0, False, id="5-ne-5.0"),
+    pytest.param(5.0, 5, False, id="5.0-ne-5"),
+    pytest.param(2.5, 2.5, True, id="2.5-eq-2.5"),
+    pytest.param("damaged", "Damaged", False, id="strings-exact-case"),
+    pytest.param("damaged", "damaged ", False, id="strings-exact-space"),
+    pytest.param("", "", True, id="empty-string"),
+    pytest.param({"a": 1, "b": "x"}, {"b": "x", "a": 1}, True, id="object-any-key-order"),
+    pytest.param({"a": 1}, {"a": 1, "b": 2}, False, id="object-extra-key"),
+    pytest.param({"a": 1, "b": 2}, {"a": 1}, False, id="object-missing-key"),
+    pytest.param({"a": 1}, {"a": "1"}, False, id="object-typed-values"),
+    pytest.param({"a": {"x": [1, True]}}, {"a": {"x": [1, True]}}, True, id="nested-equal"),
+    pytest.param({"a": {"x": [1, True]}}, {"a": {"x": [1, 1]}}, False, id="nested-typed"),
+    pytest.param([1, 2, 3], [1, 2, 3], True, id="list-same-order"),
+    pytest.param([1, 2, 3], [3, 2, 1], False, id="list-other-order"),
+    pytest.param([1, 2], [1, 2, 2], False, id="list-longer"),
+    pytest.param([{"b": 1, "a": 2}], [{"a": 2, "b": 1}], True, id="list-of-objects-key-order"),
+    pytest.param([], {}, False, id="empty-list-ne-empty-object"),
+    pytest.param("x", None, False, id="str-ne-null"),
+    pytest.param({"a": 1}, {"a": 1.0}, False, id="object-int-ne-float"),
+    pytest.param([True], [1], False, id="list-true-ne-1"),
+    pytest.param(12345678901234567890, 12345678901234567890, True, id="big-int"),
+    pytest.param(12345678901234567890, 1.2345678901234567e19, False, id="big-int-ne-float"),
+    pytest.param("café ✓", "café ✓", True, id="unicode"),
+    pytest.param(-0.5, -0.5, True, id="negative-float"),
+]
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Judged:
+    """What the engine decided about one conversation."""
+
+    results: tuple[ms.AssertionResult, ...]
+    decisions: list[ms.Decision]
+    seqs: list[int]  # the sequence given to each event, in order
+    marked: int | None  # the sequence of the event marked with D, if any
+    pushed: list[list[ms.Decision]]  # decisions returned by each push, in order
+
+    def outcome(self, index: int = 0) -> tuple[str, int | None]:
+        r = self.results[index]
+        return r.verdict, r.decided_at
+
+    def reason(self, index: int = 0) -> str:
+        return self.results[index].reason
+
+
+def assign_sequences(events: list[Ev], first: int = 10) -> list[int]:
+    seqs: list[int] = []
+    nxt = first
+    for ev in events:
+        seq = nxt if ev.seq is None else ev.seq
+        seqs.append(seq)
+        nxt = seq + 1
+    return seqs
+
+
+def _check_decisions(pushed_event: Ev | None, seq: int | None,
+                     decisions: list[ms.Decision], seen: set[int]) -> None:
+    for d in decisions:
+        assert d.index not in seen, f"assertion {d.index} decided twice: {d}"
+        seen.add(d.index)
+        assert d.verdict in ("passed", "failed"), d
+        assert d.reason and "\n" not in d.reason, f"reason must be one line: {d.reason!r}"
+        if pushed_event is None or pushed_event.key == "session_ended":
+            assert d.decided_at is None, f"decided by the end, so decided_at is None: {d}"
+        else:
+            assert d.decided_at == seq, f"decided while pushing sequence {seq}: {d}"
+
+
+def judge(assertions: dict[str, Any] | list[dict[str, Any]], events: list[Ev], *,
+          cid: str = "c", first: int = 10, finish: bool = True) -> Judged:
+    """Push ``events`` as one conversation, then (when ``finish``) end the input."""
+    if isinstance(assertions, dict):
+        assertions = [assertions]
+    evaluator = ms.Evaluator([scenario(*assertions)])
+    seqs = assign_sequences(events, first)
+    marked = [s for ev, s in zip(events, seqs, strict=True) if ev.decides]
+    assert len(marked) <= 1, "mark at most one deciding event"
+    seen: set[int] = set()
+    pushed: list[list[ms.Decision]] = []
+    decisions: list[ms.Decision] = []
+    for ev, seq in zip(events, seqs, strict=True):
+        got = evaluator.push_line(ev.line(cid, seq))
+        _check_decisions(ev, seq, got, seen)
+        pushed.append(got)
+        decisions += got
+    if finish:
+        got = evaluator.finish_all()
+        _check_decisions(None, None, got, seen)
+        decisions += got
+    [result] = evaluator.results()
+    assert result.conversation_id == cid
+    for d in decisions:
+        assert d.conversation_id == cid and d.scenario == "t"
+        assert d.kind == kind_of(assertions[d.index])
+        r = result.assertions[d.index]
+        assert (r.verdict, r.decided_at, r.reason) == (d.verdict, d.decided_at, d.reason)
+    if finish:
+        assert len(seen) == len(assertions), "every assertion resolves at the end"
+        assert all(r.verdict != "pending" for r in result.assertions)
+    return Judged(result.assertions, decisions, seqs, marked[0] if marked else None, pushed)
+
+
+def judge_lines(assertions: list[dict[str, Any]], lines: list[str]) -> list[ms.ConversationResult]:
+    """Push raw wire lines (several conversations possibly), finish, return every result."""
+    evaluator = ms.Evaluator([scenario(*assertions)])
+    for line in lines:
+        evaluator.push_line(line)
+    evaluator.finish_all()
+    return evaluator.results()
+
+
+def assert_outcome(assertion: dict[str, Any], events: list[Ev], verdict: str) -> Judged:
+    """One assertion over ``events``: ``verdict``, decided at the D-marked event (or the end)."""
+    judged = judge(assertion, events)
+    assert judged.outcome() == (verdict, judged.marked), judged.results[0].reason
+    return judged
+
+
+def checkpointed(assertions: list[dict[str, Any]], events: list[Ev], split: int,
+                 *, cid: str = "c") -> tuple[ms.ConversationResult, list[ms.Decision]]:
+    """Run ``events[:split]``, checkpoint through msgspec JSON, restore into a fresh
+    evaluator, push the rest and finish. Returns the final result and every decision."""
+    scen = scenario(*assertions)
+    seqs = assign_sequences(events)
+    first = ms.Evaluator([scen])
+    decisions: list[ms.Decision] = []
+    for ev, seq in zip(events[:split], seqs[:split], strict=True):
+        decisions += first.push_line(ev.line(cid, seq))
+    data = msgspec.json.encode(first.conversation_state(cid))
+    state = msgspec.json.decode(data, type=ms.ConversationState)
+    second = ms.Evaluator([scen])
+    second.restore_conversation(state)
+    for ev, seq in zip(events[split:], seqs[split:], strict=True):
+        decisions += second.push_line(ev.line(cid, seq))
+    decisions += second.finish_all()
+    [result] = second.results()
+    return result, decisions
+
+
+# --------------------------------------------------------------------------
+# Tests of the builder itself
+# --------------------------------------------------------------------------
+
+ALL_KINDS = [
+    started(), user("hi"), bot("Hello", utter="utter_greet", buttons=[{"title": "Yes"}]),
+    setm("a.b", {"x": [1, 2]}), clear("a.b"), skill("activated", "k"),
+    skill("completed", "k"), skill("cancelled", "k"), skill("interrupted", "k", "s1"),
+    skill("resumed", "k"), block("entered", "k", "main"), block("completed", "k", "main"),
+    block("cancelled", "k", "main"), block("interrupted", "k", "main"),
+    block("resumed", "k", "main"), tool("t", args={"a": 1}),
+    tool("t", source="mcp", server="bank", is_error=True, result={"e": 1}), end(),
+]
+
+
+@pytest.mark.parametrize("ev", ALL_KINDS, ids=[e.key for e in ALL_KINDS])
+def test_builder_lines_have_the_envelope_and_exactly_one_payload_key(ev: Ev) -> None:
+    row = json.loads(ev.line("c-1", 7))
+    envelope = {"conversation_id", "sequence", "event_id"}
+    assert row["conversation_id"] == "c-1" and row["sequence"] == 7
+    assert set(row) - envelope == {ev.key}
+
+
+@pytest.mark.parametrize("ev", ALL_KINDS, ids=[e.key for e in ALL_KINDS])
+def test_builder_lines_are_accepted_by_the_evaluator(ev: Ev) -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "never"}})])
+    evaluator.push_line(ev.line("c", 3))
+    assert evaluator.statistics().events == 1
+    assert evaluator.statistics().unknown_kinds == 0
+
+
+def test_builder_encodes_values_and_arguments_as_json_strings() -> None:
+    assert json.loads(setm("a.b", 5).line("c", 0))["memory_set"]["value_json"] == "5"
+    row = json.loads(tool("t", args={"n": 5.0}).line("c", 0))
+    assert row["tool_executed"]["arguments_json"] == '{"n": 5.0}'
+
+
+def test_judge_gives_consecutive_sequences_from_ten_unless_told() -> None:
+    assert assign_sequences([user(), user(), replace(user(), seq=40), user()]) == [10, 11, 40, 41]
