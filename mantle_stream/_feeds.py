@@ -32,9 +32,9 @@ Producers cut bytes into complete lines (``LineChunker``, wrapped by
 one bounded memory object stream; iterating the feed receives from it. When
 the consumer falls behind, producers wait, reading stops, and for sockets the
 kernel buffers fill and the sender slows down: backpressure end to end,
-nothing buffered without bound. A file producer that fails mid-read records
-a ``FeedError`` and closes the stream; the iterator raises it after the
-chunks that came before.
+nothing buffered without bound. A file, ``-`` or follow producer that fails
+mid-read records a ``FeedError`` and closes the stream; the iterator raises
+it after the chunks that came before.
 
 A connection's task sends a private "gone" marker after its last chunk. The
 iterator acts on it when the consumer asks for the next chunk -- that is,
@@ -122,7 +122,8 @@ class Peer:
 
         Never raises because the client has gone: the peer is marked closed
         and the line dropped. Sends are serialized, so concurrent callers
-        never interleave bytes within a line.
+        never interleave bytes within a line. Like any socket write it waits
+        while the client does not read and its buffers are full.
         """
         if not line.endswith(b"\n"):
             line += b"\n"

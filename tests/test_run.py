@@ -1,0 +1,212 @@
+"""The live runner over real feeds: stop messages, fail-fast, idle timeout, end of feed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import mantle_stream as ms
+from mantle_stream._feeds import open_feed
+from mantle_stream._run import Runner, StopMessage, run_feed
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def scenario(*assertions: dict[str, Any]) -> ms.Scenario:
+    return ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x", "goals": {"assertions": list(assertions)}}}))
+
+
+def line(cid: str, seq: int, **payload: Any) -> bytes:
+    return json.dumps({"conversation_id": cid, "sequence": seq, **payload}).encode() + b"\n"
+
+
+FORBID_CANNOT_HELP = {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}}
+SKILL = {"skill_activated": {"skill_id": "card_replace"}}
+
+
+async def read_line(stream: anyio.abc.ByteStream, buffer: bytearray) -> bytes:
+    while b"\n" not in buffer:
+        buffer.extend(await stream.receive())
+    end = buffer.index(b"\n")
+    out = bytes(buffer[:end])
+    del buffer[: end + 1]
+    return out
+
+
+async def test_stop_message_reaches_the_client_before_it_sends_its_next_event() -> None:
+    evaluator = ms.Evaluator([scenario(SKILL, FORBID_CANNOT_HELP)])
+    stops: list[StopMessage] = []
+    runner = Runner(evaluator, linger=0.2, on_stop=stops.append)
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+        async def simulator() -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                buffer = bytearray()
+                await stream.send(line("c1", 0, user={"text": "hi"}))
+                await stream.send(line("c1", 1, bot={"text": "no", "utter_name":
+                                                     "utter_cannot_help"}))
+                # The simulator waits for the verdict before playing another turn.
+                with anyio.fail_after(5):
+                    reply = json.loads(await read_line(stream, buffer))
+                assert reply == {
+                    "type": "stop", "conversation_id": "c1", "verdict": "failed",
+                    "assertion": {"index": 1, "kind": "bot_did_not_utter",
+                                  "verdict": "failed", "decided_at": 1,
+                                  "reason": reply["assertion"]["reason"]},
+                    "events": 2, "stop": True}
+                assert "utter_cannot_help" in reply["assertion"]["reason"]
+                await stream.send(line("c1", 2, session_ended={}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(simulator)
+            outcome = await runner.run(feed)
+    assert outcome.ending == "ended"
+    assert outcome.stopped_early == ("c1",)
+    assert [s.conversation_id for s in stops] == ["c1"]
+    [result] = evaluator.results()
+    assert [a.verdict for a in result.assertions] == ["failed", "failed"]
+
+
+async def test_several_clients_each_get_only_their_own_stop_messages() -> None:
+    evaluator = ms.Evaluator([scenario(FORBID_CANNOT_HELP)])
+    received: dict[str, list[dict[str, Any]]] = {}
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+        async def client(cid: str, fails: bool) -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                utter = "utter_cannot_help" if fails else "utter_ok"
+                await stream.send(line(cid, 0, bot={"text": "x", "utter_name": utter}))
+                buffer = bytearray()
+                if fails:
+                    with anyio.fail_after(5):
+                        received[cid] = [json.loads(await read_line(stream, buffer))]
+                await stream.send(line(cid, 1, session_ended={}))
+                await anyio.sleep(0.3)
+                with anyio.move_on_after(0.2):
+                    while True:
+                        message = json.loads(await read_line(stream, buffer))
+                        received.setdefault(cid, []).append(message)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(client, f"c{i}", i % 2 == 0)
+            outcome = await Runner(evaluator, linger=0.3).run(feed)
+    assert outcome.ending == "ended"
+    assert sorted(received) == ["c0", "c2", "c4"]
+    for cid, messages in received.items():
+        assert [m["conversation_id"] for m in messages] == [cid]
+    verdicts = {r.conversation_id: r.verdict for r in evaluator.results()}
+    assert verdicts == {f"c{i}": "failed" if i % 2 == 0 else "passed" for i in range(6)}
+
+
+async def test_a_conversation_settled_as_passed_gets_a_passed_stop_message() -> None:
+    evaluator = ms.Evaluator([scenario(SKILL)])
+    stops: list[StopMessage] = []
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+        async def client() -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(line("c", 0, skill_activated={"skill_id": "card_replace"}))
+                with anyio.fail_after(5):
+                    reply = json.loads(await read_line(stream, bytearray()))
+                assert (reply["verdict"], reply["stop"]) == ("passed", True)
+                await stream.send(line("c", 1, session_ended={}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client)
+            await Runner(evaluator, linger=0.2, on_stop=stops.append).run(feed)
+    assert [(s.verdict, s.assertion.kind) for s in stops] == [("passed", "skill_activated")]
+
+
+async def test_no_stop_message_when_the_conversation_ended_by_itself(tmp_path: Path) -> None:
+    feed_file = tmp_path / "feed.jsonl"
+    feed_file.write_bytes(line("c", 0, bot={"utter_name": "utter_cannot_help"})
+                          + line("c", 1, session_ended={}))
+    stops: list[StopMessage] = []
+    # One chunk holds both lines: the conversation ended before anyone could stop it.
+    outcome = await run_feed(ms.Evaluator([scenario(FORBID_CANNOT_HELP)]), str(feed_file),
+                             on_stop=stops.append)
+    assert outcome.ending == "end-of-input"
+    assert stops == []
+
+
+async def test_fail_fast_ends_the_run_at_the_first_failure(tmp_path: Path) -> None:
+    feed_file = tmp_path / "feed.jsonl"
+    feed_file.write_bytes(b"".join(
+        line(f"c{i}", 0, bot={"utter_name": "utter_cannot_help" if i == 3 else "ok"})
+        for i in range(10)))
+    evaluator = ms.Evaluator([scenario(FORBID_CANNOT_HELP)])
+    decided: list[ms.Decision] = []
+    outcome = await run_feed(evaluator, str(feed_file), fail_fast=True,
+                             on_decisions=decided.extend)
+    assert outcome.ending == "fail-fast"
+    assert [(d.conversation_id, d.verdict) for d in decided] == [("c3", "failed")]
+    assert evaluator.statistics().events == 4  # nothing after the failing event
+
+
+async def test_idle_conversations_are_finished_after_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "growing.jsonl"
+    path.write_bytes(line("quiet", 0, user={"text": "hello?"}))
+    evaluator = ms.Evaluator([scenario(SKILL)])
+    decided: list[ms.Decision] = []
+    with anyio.fail_after(10):
+        outcome = await run_feed(evaluator, f"follow:{path}", idle_timeout=0.3, linger=0.2,
+                                 on_decisions=decided.extend)
+    assert outcome.ending == "ended"
+    assert [(d.conversation_id, d.verdict, d.decided_at) for d in decided] == [
+        ("quiet", "failed", None)]
+
+
+async def test_follow_ends_once_every_conversation_ended(tmp_path: Path) -> None:
+    path = tmp_path / "sim.jsonl"
+    evaluator = ms.Evaluator([scenario(SKILL)])
+
+    async def simulator() -> None:
+        await anyio.sleep(0.2)  # the file does not exist yet when the run starts
+        with path.open("ab") as fh:
+            for seq, payload in enumerate([{"user": {"text": "hi"}},
+                                           {"skill_activated": {"skill_id": "card_replace"}},
+                                           {"session_ended": {}}]):
+                fh.write(line("c", seq, **payload))
+                fh.flush()
+                await anyio.sleep(0.05)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(simulator)
+            outcome = await run_feed(evaluator, f"follow:{path}", linger=0.3)
+    assert outcome.ending == "ended"
+    assert [r.verdict for r in evaluator.results()] == ["passed"]
+
+
+async def test_stop_from_outside_keeps_pending_verdicts_pending() -> None:
+    evaluator = ms.Evaluator([scenario(SKILL)])
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+        runner = Runner(evaluator, linger=None)
+
+        async def client_then_stop() -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(line("c", 0, user={"text": "hi"}))
+                while evaluator.statistics().events < 1:
+                    await anyio.sleep(0.01)
+            runner.stop()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client_then_stop)
+            outcome = await runner.run(feed)
+    assert outcome.ending == "cancelled"
+    assert [a.verdict for a in evaluator.result("c").assertions] == ["pending"]
