@@ -1,0 +1,152 @@
+"""The live commands as subprocesses: watch, demo, --junit, --jsonl while running, sockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "eval"
+SCENARIOS = EXAMPLES / "scenarios"
+ALL_EVENTS = EXAMPLES / "events" / "all.jsonl"
+CARD = SCENARIOS / "card_replace_damaged.yml"
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mantle_stream", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=80, check=False)
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "mantle_stream", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """Kill if still running and close the pipes (no ResourceWarning either way)."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=10)
+
+
+def test_watch_into_a_pipe_prints_one_line_per_verdict_then_the_summary() -> None:
+    proc = run("watch", str(SCENARIOS), "--events", str(ALL_EVENTS))
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 153 + 1
+    assert all(" PASSED at " in line or " FAILED at " in line for line in lines[:-1])
+    assert lines[-1].startswith("14 conversations: 6 passed, 8 failed")
+
+
+def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() -> None:
+    proc = run("demo", "--speed", "25")
+    assert proc.returncode == 1, proc.stderr  # some example conversations fail on purpose
+    out = proc.stdout.splitlines()
+    summary = next(line for line in out if line.startswith("14 conversations:"))
+    assert "6 passed, 8 failed" in summary
+    stopped = next(line for line in out if line.startswith("stopped early:"))
+    assert "balance-chatty-3" in stopped  # the long conversation is cut short
+    assert "user turns the simulator did not have to play" in stopped
+
+
+def test_junit_is_well_formed_with_one_case_per_assertion(tmp_path: Path) -> None:
+    junit = tmp_path / "report.xml"
+    proc = run("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--format", "json",
+               "--junit", str(junit))
+    assert proc.returncode == 1
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert len(suites) == 14
+    cases = root.findall("testsuite/testcase")
+    assert len(cases) == 153
+    failures = root.findall("testsuite/testcase/failure")
+    assert len(failures) == 26 == int(root.get("failures", "-1"))
+    express = next(s for s in suites if s.get("name") == "card-replace-express-2")
+    failed = {c.get("name"): c.find("failure") for c in express.findall("testcase")}
+    tool = failed["#5 tool_executed"]
+    assert tool is not None
+    assert "shipping" in (tool.get("message") or "")
+    assert failed["#0 skill_activated"] is None
+
+
+def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path) -> None:
+    feed = tmp_path / "live.jsonl"
+    out = tmp_path / "verdicts.jsonl"
+    lines = (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text().splitlines()
+    first = [x for x in lines if '"card-replace-express-2"' in x]
+    proc = spawn("watch", str(CARD), "--events", f"follow:{feed}", "--jsonl", str(out),
+                 "--linger", "0.5")
+    try:
+        with feed.open("a") as fh:
+            # Up to the forbidden utterance (sequence 19), not the end of the conversation.
+            for x in first[:20]:
+                fh.write(x + "\n")
+            fh.flush()
+            deadline = time.monotonic() + 20
+            seen: list[dict[str, object]] = []
+            while time.monotonic() < deadline:
+                if out.exists():
+                    seen = [json.loads(x) for x in out.read_text().splitlines()]
+                    if any(d["verdict"] == "failed" for d in seen):
+                        break
+                time.sleep(0.05)
+            assert proc.poll() is None, "the run must still be going"
+            assert [(d["index"], d["decided_at"]) for d in seen if d["verdict"] == "failed"] \
+                == [(8, 19)]
+            for x in first[20:]:
+                fh.write(x + "\n")
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert proc.returncode == 1, stderr
+    assert len(out.read_text().splitlines()) == 12
+
+
+def test_check_over_tcp_reports_listening_address_and_judges_clients() -> None:
+    proc = spawn("check", str(CARD), "--events", "tcp://127.0.0.1:0", "--format", "json",
+                 "--linger", "0.3")
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()
+        assert banner.startswith("mantle-stream: listening on tcp://127.0.0.1:")
+        port = int(banner.strip().rsplit(":", 1)[1])
+        events = (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_bytes()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(events)
+            sock.shutdown(socket.SHUT_WR)
+            replies = b""
+            while chunk := sock.recv(65536):
+                replies += chunk
+        stdout, _ = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert proc.returncode == 1
+    report = json.loads(stdout)
+    assert report["summary"]["conversations"] == 3
+    # Every conversation ended inside the stream, so nothing needed stopping early,
+    # except ones whose outcome was settled before their session_ended arrived.
+    for reply in replies.splitlines():
+        message = json.loads(reply)
+        assert message["type"] == "stop" and message["stop"] is True
+
+
+def test_fail_fast_over_standard_input_exits_1_promptly() -> None:
+    events = ALL_EVENTS.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "mantle_stream", "check", str(SCENARIOS),
+                           "--events", "-", "--fail-fast", "--format", "json"],
+                          input=events, capture_output=True, cwd=ROOT, timeout=60, check=False)
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    verdicts = [a["verdict"] for c in report["conversations"] for a in c["assertions"]]
+    assert verdicts.count("failed") == 1
+    assert "pending" in verdicts
