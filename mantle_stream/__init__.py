@@ -24,6 +24,7 @@ from mantle_stream._errors import (
 )
 from mantle_stream._events import Event, EventDecoder
 from mantle_stream._report import Report, build_report, exit_status
+from mantle_stream._run import RunOutcome, Runner, StopMessage, run_feed
 from mantle_stream._scenario import (
     Scenario,
     load_scenario_file,
@@ -53,9 +54,12 @@ __all__ = [
     "FeedError",
     "MantleStreamError",
     "Report",
+    "RunOutcome",
+    "Runner",
     "Scenario",
     "ScenarioError",
     "Statistics",
+    "StopMessage",
     "UnmatchedConversation",
     "UsageError",
     "Verdict",
@@ -65,4 +69,5 @@ __all__ = [
     "load_scenario_file",
     "load_scenario_text",
     "load_scenarios",
+    "run_feed",
 ]

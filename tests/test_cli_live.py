@@ -150,3 +150,24 @@ def test_fail_fast_over_standard_input_exits_1_promptly() -> None:
     verdicts = [a["verdict"] for c in report["conversations"] for a in c["assertions"]]
     assert verdicts.count("failed") == 1
     assert "pending" in verdicts
+
+
+def test_the_readme_simulator_client_is_stopped_early_over_tcp() -> None:
+    proc = spawn("check", str(SCENARIOS), "--events", "tcp://127.0.0.1:0", "--format", "json",
+                 "--linger", "0.5")
+    try:
+        assert proc.stderr is not None
+        port = proc.stderr.readline().strip().rsplit(":", 1)[1]
+        client = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "simulator_client.py"), "127.0.0.1", port,
+             str(ALL_EVENTS)], capture_output=True, text=True, timeout=60, check=True)
+        stdout, _ = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    stopped = {line.split(":")[0] for line in client.stdout.splitlines()}
+    # Replayed one conversation at a time, every failing example settles before its end.
+    report = json.loads(stdout)
+    failed = {c["conversation_id"] for c in report["conversations"] if c["verdict"] == "failed"}
+    assert stopped and stopped <= failed
+    assert "balance-chatty-3" in stopped
+    assert proc.returncode == 1
