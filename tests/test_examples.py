@@ -60,3 +60,11 @@ def test_each_scenario_file_matches_expected_md(events: str) -> None:
     got = judge(EXAMPLES / "events" / events)
     want = expected()
     assert got == {cid: want[cid] for cid in got}
+
+
+def test_demo_data_is_an_exact_copy_of_the_examples() -> None:
+    demo = Path(ms.__file__).parent / "_demo_data"
+    wanted = {p.name: p.read_bytes() for p in (EXAMPLES / "scenarios").glob("*.yml")}
+    wanted |= {p.name: p.read_bytes() for p in (EXAMPLES / "events").glob("*.jsonl")
+               if p.name != "all.jsonl"}
+    assert {p.name: p.read_bytes() for p in demo.iterdir()} == wanted
