@@ -7,11 +7,15 @@ becomes a :class:`Diagnostic` with a 1-based line and column, rendered as::
         the source line
         ^
     hint: what to do instead
+
+Rendering never writes a control character from the file as it is (see
+:meth:`Diagnostic.render`); the record itself keeps the exact text.
 """
 
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 
 import msgspec
@@ -31,15 +35,39 @@ class Diagnostic(msgspec.Struct, frozen=True):
     severity: str = "error"
 
     def render(self) -> str:
-        out = [f"{self.path}:{self.line}:{self.col}: {self.severity}: {self.message}"]
+        message = _escaped(self.message)
+        out = [f"{self.path}:{self.line}:{self.col}: {self.severity}: {message}"]
         if self.source_line:
-            out.append(f"    {self.source_line}")
+            out.append(f"    {_shown(self.source_line)}")
             # Keep tabs so the caret lines up under tab-indented text.
             pad = "".join(c if c == "\t" else " " for c in self.source_line[: self.col - 1])
             out.append(f"    {pad}^")
         if self.hint:
-            out.append(f"hint: {self.hint}")
+            out.append(f"hint: {_escaped(self.hint)}")
         return "\n".join(out)
+
+
+# A file's control characters (a diagnostic may be about one) must not reach the
+# terminal as they are: ESC starts escape sequences, BEL rings, a newline would
+# break the one-line `path:line:col:` form that tools parse.
+
+
+def _is_control(c: str) -> bool:
+    return unicodedata.category(c) == "Cc"
+
+
+def _shown(source_line: str) -> str:
+    """The source line with control characters (but tabs) as U+FFFD: one column each."""
+    if source_line.isprintable():
+        return source_line
+    return "".join("\ufffd" if c != "\t" and _is_control(c) else c for c in source_line)
+
+
+def _escaped(text: str) -> str:
+    """Message text with control characters written as escapes (``\\x1b``)."""
+    if text.isprintable():
+        return text
+    return "".join(repr(c)[1:-1] if _is_control(c) else c for c in text)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

@@ -20,7 +20,7 @@ import msgspec
 
 from mantle_stream._diagnostics import Diagnostic, did_you_mean
 from mantle_stream._errors import ScenarioError
-from mantle_stream._yaml import YamlProblem, YNode, compose, to_plain
+from mantle_stream._yaml import YamlProblem, YNode, compose, describe, source_lines, to_plain
 
 __all__ = [
     "BLOCK_KINDS",
@@ -170,18 +170,54 @@ class Scenario(msgspec.Struct, frozen=True):
 
 # --------------------------------------------------------------------------- validation
 
-_TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number",
-               list: "a list", dict: "a mapping", type(None): "null"}
+_TOOL_FIELDS = ("tool_name", "source", "mcp_server", "skill_id", "arguments", "is_error")
+_WRAP_HINT = "wrap each call in `tool_executed:` (`- tool_executed: {tool_name: ..., source: ...}`)"
+_TOOL_HINT = "write `- tool_executed:` and indent the fields of the call under it"
 
 
-def _describe(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if value is None:
-        return "null"
-    return f"{_TYPE_NAMES.get(type(value), type(value).__name__)} `{value}`"
+def _fields(kind: str) -> tuple[str, ...]:
+    """The keys a check of ``kind`` takes under it (for shape hints)."""
+    if kind in SKILL_KINDS:
+        return ("skill_id", "step_id")
+    if kind in BLOCK_KINDS:
+        return ("skill_id", "block_id", "step_id")
+    if kind in MEMORY_KINDS:
+        return ("name", "value")
+    if kind == "tool_executed":
+        return _TOOL_FIELDS
+    if kind == "tools_within_one_turn":
+        return ("calls", "allow_extra_calls", "ordered")
+    if kind in BOT_KINDS:
+        return ("utter_name", "text_matches", "buttons")
+    return ()
+
+
+def _shape_hint(mapping: dict[str, tuple[YNode, YNode]], what: str,
+                kinds: tuple[str, ...]) -> str | None:
+    """What to do about a list item that is not one check: why it has other keys."""
+    noun = what.split(" ", 1)[1]  # "an assertion" -> "assertion"
+    keys = list(mapping)
+    checks = [k for k in keys if k in ALL_KINDS]
+    if len(checks) >= 2:
+        return f"start each {noun} with its own `- `"
+    if len(checks) == 1:
+        (kind,) = checks
+        extra = [k for k in keys if k != kind]
+        if mapping[kind][1].value is None:
+            # `- skill_activated:` with its fields at the same indentation
+            return f"indent the fields of `{kind}` under it"
+        listed = ", ".join(f"`{k}`" for k in extra)
+        if all(k in _fields(kind) for k in extra):
+            return f"move {listed} into `{kind}`"
+        return f"only `{kind}` belongs at this level; move {listed} into it or remove " + (
+            "it" if len(extra) == 1 else "them")
+    if keys and "tool_executed" in kinds and all(k in _TOOL_FIELDS for k in keys):
+        return _WRAP_HINT if what == "a call" else _TOOL_HINT
+    if not keys:
+        return ("write each call as `- tool_executed: {tool_name: ..., source: ...}`"
+                if what == "a call" else "write the check's kind as the key, e.g. "
+                "`- skill_activated: {skill_id: card_replace}`")
+    return did_you_mean(keys[0], kinds)
 
 
 class _Checker:
@@ -189,7 +225,7 @@ class _Checker:
 
     def __init__(self, path: str, text: str) -> None:
         self.path = path
-        self.lines = text.splitlines()
+        self.lines = source_lines(text)
         self.problems: list[Diagnostic] = []
 
     # -- reporting
@@ -202,16 +238,22 @@ class _Checker:
 
     def mapping(self, node: YNode, what: str) -> dict[str, tuple[YNode, YNode]] | None:
         if not node.is_map:
-            self.error(node, f"{what} must be a mapping, got {_describe(to_plain(node))}")
+            self.error(node, f"{what} must be a mapping, got {describe(node)}")
             return None
         value: dict[str, tuple[YNode, YNode]] = node.value
         return value
 
-    def keys(self, node: YNode, mapping: dict[str, tuple[YNode, YNode]], what: str, *,
+    def keys(self, owner: YNode, mapping: dict[str, tuple[YNode, YNode]], what: str, *,
              required: Iterable[str] = (), optional: Iterable[str] = (),
              rejected: dict[str, str] | None = None,
              missing_hints: dict[str, str] | None = None) -> bool:
-        """Check required/optional/rejected keys; True when nothing is missing or unknown."""
+        """Check required/optional/rejected keys; True when nothing is missing or unknown.
+
+        A missing key is reported at ``owner``: the key whose value the mapping
+        is (`tools_within_one_turn:`), or the mapping itself when no key owns
+        it (the document, a list item). The mapping's own position would be
+        its first key, which has nothing to do with what is missing.
+        """
         required = tuple(required)
         allowed = set(required) | set(optional)
         ok = True
@@ -231,7 +273,7 @@ class _Checker:
             if key not in mapping:
                 ok = False
                 hint = (missing_hints or {}).get(key)
-                self.error(node, f"{what} is missing required key `{key}`", hint)
+                self.error(owner, f"{what} is missing required key `{key}`", hint)
         return ok
 
     def string(self, mapping: dict[str, tuple[YNode, YNode]], key: str,
@@ -240,7 +282,7 @@ class _Checker:
             return None
         node = mapping[key][1]
         if not isinstance(node.value, str):
-            self.error(node, f"`{key}` in {what} must be a string, got {_describe(to_plain(node))}")
+            self.error(node, f"`{key}` in {what} must be a string, got {describe(node)}")
             return None
         return node.value
 
@@ -255,7 +297,7 @@ class _Checker:
                 hint = ("scenario files are YAML 1.2: only `true` and `false` are booleans, "
                         f"`{node.value}` is a string")
             self.error(node, f"`{key}` in {what} must be true or false, got "
-                       f"{_describe(to_plain(node))}", hint)
+                       f"{describe(node)}", hint)
             return None
         return bool(node.value)
 
@@ -272,21 +314,21 @@ class _Checker:
         self.keys(root, top, "the document", required=("scenario",))
         if "scenario" not in top:
             return None
-        node = top["scenario"][1]
+        scenario_key, node = top["scenario"]
         body = self.mapping(node, "`scenario`")
         if body is None:
             return None
-        self.keys(node, body, "`scenario`", required=("name", "simulation_context"),
+        self.keys(scenario_key, body, "`scenario`", required=("name", "simulation_context"),
                   optional=("type", "setup", "goals"))
         name = self.string(body, "name", "`scenario`")
         context = self.string(body, "simulation_context", "`scenario`")
         stype = self.string(body, "type", "`scenario`")
         slots: dict[str, Any] = {}
         if "setup" in body:
-            setup_node = body["setup"][1]
+            setup_key, setup_node = body["setup"]
             setup = self.mapping(setup_node, "`setup`")
             if setup is not None:
-                self.keys(setup_node, setup, "`setup`", optional=("initial_slots",))
+                self.keys(setup_key, setup, "`setup`", optional=("initial_slots",))
                 if "initial_slots" in setup:
                     slots_node = setup["initial_slots"][1]
                     if self.mapping(slots_node, "`initial_slots`") is not None:
@@ -295,10 +337,10 @@ class _Checker:
         assertions: list[Assertion] = []
         lines: list[int] = []
         if "goals" in body:
-            goals_node = body["goals"][1]
+            goals_key, goals_node = body["goals"]
             goals = self.mapping(goals_node, "`goals`")
             if goals is not None:
-                self.keys(goals_node, goals, "`goals`", optional=("criteria", "assertions"))
+                self.keys(goals_key, goals, "`goals`", optional=("criteria", "assertions"))
                 if "criteria" in goals:
                     criteria = self.criteria(goals["criteria"][1])
                 if "assertions" in goals:
@@ -307,7 +349,7 @@ class _Checker:
                         items = YNode([], items.line, items.col)
                     if not items.is_seq:
                         self.error(items, "`assertions` must be a list, got "
-                                   f"{_describe(to_plain(items))}")
+                                   f"{describe(items)}")
                     else:
                         for item in items.value:
                             spec = self.assertion(item)
@@ -324,14 +366,14 @@ class _Checker:
         if node.value is None:
             return []
         if not node.is_seq:
-            self.error(node, f"`criteria` must be a list, got {_describe(to_plain(node))}")
+            self.error(node, f"`criteria` must be a list, got {describe(node)}")
             return []
         out = []
         for item in node.value:
             if isinstance(item.value, str):
                 out.append(item.value)
             else:
-                self.error(item, f"a criterion must be a string, got {_describe(to_plain(item))}")
+                self.error(item, f"a criterion must be a string, got {describe(item)}")
         return out
 
     # -- assertions
@@ -342,14 +384,18 @@ class _Checker:
         mapping = self.mapping(node, what)
         if mapping is None:
             return None
+        kinds = tuple(kinds)
         if len(mapping) != 1:
             names = ", ".join(f"`{k}`" for k in mapping) or "nothing"
             self.error(node, f"{what} must have exactly one key, the check's kind; got {names}",
-                       "start each assertion with its own `- `")
+                       _shape_hint(mapping, what, kinds))
             return None
         ((kind, (key_node, value_node)),) = mapping.items()
         if kind not in ALL_KINDS:
-            self.error(key_node, f"unknown assertion `{kind}`", did_you_mean(kind, kinds))
+            hint = did_you_mean(kind, kinds)
+            if kind in _TOOL_FIELDS and "tool_executed" in kinds:
+                hint = _WRAP_HINT if what == "a call" else _TOOL_HINT
+            self.error(key_node, f"unknown assertion `{kind}`", hint)
             return None
         return kind, key_node, value_node
 
@@ -359,19 +405,19 @@ class _Checker:
             return None
         kind, key_node, value = found
         if kind in SKILL_KINDS or kind in BLOCK_KINDS:
-            return self.lifecycle(kind, value)
+            return self.lifecycle(kind, key_node, value)
         if kind in MEMORY_KINDS:
             return self.memory(kind, value)
         if kind == "tool_executed":
-            call = self.tool_call(value, "`tool_executed`")
+            call = self.tool_call(key_node, value, "`tool_executed`")
             return None if call is None else ToolExecutedCheck(call)
         if kind == "tools_within_one_turn":
-            return self.tools_within_one_turn(value)
+            return self.tools_within_one_turn(key_node, value)
         if kind in BOT_KINDS:
-            return self.bot(kind, value)
+            return self.bot(kind, key_node, value)
         return self.sequencing(key_node, value)
 
-    def lifecycle(self, kind: str, node: YNode) -> LifecycleCheck | None:
+    def lifecycle(self, kind: str, key_node: YNode, node: YNode) -> LifecycleCheck | None:
         what = f"`{kind}`"
         mapping = self.mapping(node, what)
         if mapping is None:
@@ -383,7 +429,7 @@ class _Checker:
             "step_id": f"{what} is recorded without a step; only the cancel, interrupt and "
                        "resume checks (and completed, for ordered blocks) take `step_id`"
         }
-        ok = self.keys(node, mapping, what, required=required,
+        ok = self.keys(key_node, mapping, what, required=required,
                        optional=("step_id",) if takes_step else (), rejected=rejected)
         skill_id = self.string(mapping, "skill_id", what)
         block_id = self.string(mapping, "block_id", what) if is_block else None
@@ -397,7 +443,7 @@ class _Checker:
     def memory_name(self, node: YNode, what: str) -> str | None:
         if not isinstance(node.value, str):
             self.error(node, f"`name` in {what} must be a string, got "
-                       f"{_describe(to_plain(node))}")
+                       f"{describe(node)}")
             return None
         name: str = node.value
         if name.startswith("session."):
@@ -416,7 +462,7 @@ class _Checker:
             if isinstance(node.value, str):
                 hint = f"write `{kind}: [{{name: {node.value}}}]`; the bare key form is only " \
                        "for steps inside `sequencing`"
-            self.error(node, f"{what} takes a list of entries, got {_describe(to_plain(node))}",
+            self.error(node, f"{what} takes a list of entries, got {describe(node)}",
                        hint)
             return None
         if not node.value:
@@ -459,11 +505,11 @@ class _Checker:
             return None
         return MemoryEntry(name=name)
 
-    def tool_call(self, node: YNode, what: str) -> ToolCall | None:
+    def tool_call(self, key_node: YNode, node: YNode, what: str) -> ToolCall | None:
         mapping = self.mapping(node, what)
         if mapping is None:
             return None
-        ok = self.keys(node, mapping, what, required=("tool_name", "source"),
+        ok = self.keys(key_node, mapping, what, required=("tool_name", "source"),
                        optional=("mcp_server", "skill_id", "arguments", "is_error"))
         tool_name = self.string(mapping, "tool_name", what)
         source = self.string(mapping, "source", what)
@@ -478,7 +524,7 @@ class _Checker:
                        "or set `source: mcp`")
             ok = False
         if source == "mcp" and "mcp_server" not in mapping:
-            self.error(node, f"{what} with source `mcp` is missing required key `mcp_server`",
+            self.error(key_node, f"{what} with source `mcp` is missing required key `mcp_server`",
                        "the server is not inferred from the tool name")
             ok = False
         skill_id = self.string(mapping, "skill_id", what)
@@ -500,12 +546,13 @@ class _Checker:
         return ToolCall(tool_name=tool_name, source=source, mcp_server=mcp_server,
                         skill_id=skill_id, arguments=arguments, is_error=is_error)
 
-    def tools_within_one_turn(self, node: YNode) -> ToolsWithinOneTurnCheck | None:
+    def tools_within_one_turn(self, key_node: YNode,
+                              node: YNode) -> ToolsWithinOneTurnCheck | None:
         what = "`tools_within_one_turn`"
         mapping = self.mapping(node, what)
         if mapping is None:
             return None
-        ok = self.keys(node, mapping, what, required=("calls", "allow_extra_calls"),
+        ok = self.keys(key_node, mapping, what, required=("calls", "allow_extra_calls"),
                        optional=("ordered",), missing_hints={
                            "allow_extra_calls": "say `true` to allow other tool runs in the "
                                                 "turn, `false` to forbid them"})
@@ -516,7 +563,7 @@ class _Checker:
             calls_node = mapping["calls"][1]
             if not calls_node.is_seq:
                 self.error(calls_node, "`calls` must be a list of `tool_executed` entries, got "
-                           f"{_describe(to_plain(calls_node))}")
+                           f"{describe(calls_node)}")
                 ok = False
             else:
                 if len(calls_node.value) < 2:
@@ -529,13 +576,13 @@ class _Checker:
                     if found is None:
                         ok = False
                         continue
-                    kind, key_node, value = found
+                    kind, call_key, value = found
                     if kind != "tool_executed":
-                        self.error(key_node, f"a call in {what} must be `tool_executed`, got "
+                        self.error(call_key, f"a call in {what} must be `tool_executed`, got "
                                    f"`{kind}`")
                         ok = False
                         continue
-                    call = self.tool_call(value, "`tool_executed`")
+                    call = self.tool_call(call_key, value, "`tool_executed`")
                     if call is None:
                         ok = False
                     else:
@@ -545,14 +592,15 @@ class _Checker:
         return ToolsWithinOneTurnCheck(calls=tuple(calls), allow_extra_calls=allow,
                                        ordered=bool(ordered))
 
-    def bot(self, kind: str, node: YNode) -> BotCheck | None:
+    def bot(self, kind: str, key_node: YNode, node: YNode) -> BotCheck | None:
         what = f"`{kind}`"
         if node.value is None:
             node = YNode({}, node.line, node.col)
         mapping = self.mapping(node, what)
         if mapping is None:
             return None
-        ok = self.keys(node, mapping, what, optional=("utter_name", "text_matches", "buttons"))
+        ok = self.keys(key_node, mapping, what,
+                       optional=("utter_name", "text_matches", "buttons"))
         if not mapping:
             self.error(node, f"{what} needs at least one of `utter_name`, `text_matches`, "
                        "`buttons`", "a check with no field would match every message")
@@ -584,7 +632,7 @@ class _Checker:
     def buttons(self, node: YNode, what: str) -> tuple[Button, ...] | None:
         if not node.is_seq:
             self.error(node, f"`buttons` in {what} must be a list, got "
-                       f"{_describe(to_plain(node))}")
+                       f"{describe(node)}")
             return None
         out: list[Button] = []
         ok = True
@@ -606,7 +654,7 @@ class _Checker:
     def sequencing(self, key_node: YNode, node: YNode) -> SequencingCheck | None:
         what = "`sequencing`"
         if not node.is_seq:
-            self.error(node, f"{what} takes a list of steps, got {_describe(to_plain(node))}")
+            self.error(node, f"{what} takes a list of steps, got {describe(node)}")
             return None
         if not node.value:
             self.error(node, f"{what} needs at least one step")
@@ -636,12 +684,12 @@ class _Checker:
             if kind in ("memory_was_set", "memory_was_cleared"):
                 step = self.memory_step(kind, value)
             elif kind == "tool_executed":
-                call = self.tool_call(value, "`tool_executed`")
+                call = self.tool_call(step_key, value, "`tool_executed`")
                 step = None if call is None else ToolExecutedCheck(call)
             elif kind == "bot_uttered":
-                step = self.bot(kind, value)
+                step = self.bot(kind, step_key, value)
             else:
-                step = self.lifecycle(kind, value)
+                step = self.lifecycle(kind, step_key, value)
             if step is None:
                 ok = False
             else:
@@ -655,7 +703,7 @@ class _Checker:
             if shape:
                 hint += "; inside `sequencing` a memory step cannot carry a value"
             self.error(node, f"inside `sequencing`, `{kind}` takes the key name as a string, "
-                       f"got {_describe(to_plain(node))}", hint)
+                       f"got {describe(node)}", hint)
             return None
         name = self.memory_name(node, f"`{kind}`")
         return None if name is None else MemoryStep(kind=kind, name=name)
@@ -664,12 +712,27 @@ class _Checker:
 # --------------------------------------------------------------------------- loading
 
 
+def _utf8_size(text: str) -> int:
+    """The size of ``text`` in bytes, as it would be on disk."""
+    if len(text) > MAX_SCENARIO_BYTES or 4 * len(text) <= MAX_SCENARIO_BYTES:
+        return len(text)  # decided without encoding: too long already, or surely short enough
+    # surrogatepass: a lone surrogate is the YAML reader's to report, not an error here
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_large(path: str, message: str) -> ScenarioError:
+    return ScenarioError([Diagnostic(
+        path, 1, 1, message, hint="a scenario file is a few KiB of YAML; is this the right file?")])
+
+
 def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
-    """Load one scenario from YAML text; raise :class:`ScenarioError` listing every problem."""
-    if len(text) > MAX_SCENARIO_BYTES:
-        raise ScenarioError([Diagnostic(
-            path, 1, 1, f"scenario file is larger than {MAX_SCENARIO_BYTES // 1024} KiB",
-            hint="a scenario file is a few KiB of YAML; is this the right file?")])
+    """Load one scenario from YAML text; raise :class:`ScenarioError` listing every problem.
+
+    The text may be at most :data:`MAX_SCENARIO_BYTES` bytes once UTF-8 encoded,
+    the same limit :func:`load_scenario_file` applies to a file.
+    """
+    if _utf8_size(text) > MAX_SCENARIO_BYTES:
+        raise _too_large(path, f"scenario file is larger than {MAX_SCENARIO_BYTES // 1024} KiB")
     try:
         root, problems = compose(text, path)
     except YamlProblem as exc:
@@ -684,17 +747,17 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
 
 
 def load_scenario_file(path: str | os.PathLike[str]) -> Scenario:
-    """Load one scenario file."""
+    """Load one scenario file (at most :data:`MAX_SCENARIO_BYTES` bytes)."""
     name = os.fspath(path)
     try:
         size = os.path.getsize(name)
         if size > MAX_SCENARIO_BYTES:
-            raise ScenarioError([Diagnostic(
-                name, 1, 1, f"scenario file is {size} bytes, larger than the "
-                f"{MAX_SCENARIO_BYTES // 1024} KiB limit",
-                hint="a scenario file is a few KiB of YAML; is this the right file?")])
+            raise _too_large(name, f"scenario file is {size} bytes, larger than the "
+                             f"{MAX_SCENARIO_BYTES // 1024} KiB limit")
         with open(name, encoding="utf-8") as fh:
-            text = fh.read()
+            # Bounded even when the size above says nothing (a pipe, a file still
+            # growing): one character more than the limit is enough to refuse it.
+            text = fh.read(MAX_SCENARIO_BYTES + 1)
     except UnicodeDecodeError as exc:
         raise ScenarioError([Diagnostic(name, 1, 1, f"not UTF-8 text: {exc.reason}")]) from None
     except OSError as exc:
@@ -703,7 +766,10 @@ def load_scenario_file(path: str | os.PathLike[str]) -> Scenario:
 
 
 def scenario_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
-    """Expand directories into the ``*.yml`` / ``*.yaml`` files inside them, sorted."""
+    """Expand directories into the ``*.yml`` / ``*.yaml`` files inside them, sorted.
+
+    Raises :class:`ScenarioError` at a directory that holds no scenario file.
+    """
     for path in paths:
         name = os.fspath(path)
         if os.path.isdir(name):
@@ -725,15 +791,19 @@ def load_scenarios(paths: Iterable[str | os.PathLike[str]]) -> list[Scenario]:
     """Load every scenario file (directories expanded); all problems of all files at once."""
     scenarios: list[Scenario] = []
     problems: list[Diagnostic] = []
-    try:
-        files = list(scenario_paths(paths))
-    except ScenarioError as exc:
-        raise ScenarioError(exc.diagnostics) from None
-    for name in files:
+    for path in paths:
         try:
-            scenarios.append(load_scenario_file(name))
+            # One argument at a time, so that an empty directory does not hide
+            # the problems of the other arguments.
+            files = list(scenario_paths([path]))
         except ScenarioError as exc:
             problems.extend(exc.diagnostics)
+            continue
+        for name in files:
+            try:
+                scenarios.append(load_scenario_file(name))
+            except ScenarioError as exc:
+                problems.extend(exc.diagnostics)
     if problems:
         raise ScenarioError(problems)
     return scenarios

@@ -12,9 +12,9 @@ diagnostics (line, column, message, hint). Positions in those tables are
 *relative to the snippet*: line 1, column 1 is the snippet's first character
 (see :func:`snippet_problems`).
 
-Tests of known loader bugs are ``xfail(strict=True)`` with the bug in the
-reason; they describe the correct behaviour and start passing when the loader
-is fixed.
+A known loader bug gets an ``xfail(strict=True)`` test with the bug in the
+reason: it describes the correct behaviour and starts passing (so must lose
+its marker) when the loader is fixed.
 
 Golden file: ``tests/golden/broken_scenario.txt`` holds the rendered
 diagnostics of ``examples/eval/broken/broken_scenario.yml``. It was written
@@ -363,12 +363,19 @@ def test_lifecycle_ids_must_be_strings(kind: str, field: str, value: str,
         (line, col, f"`{field}` in `{kind}` must be a string, got {description}", None)]
 
 
-# Loader bug: `_scenario._describe` formats booleans with Python's spelling.
-@pytest.mark.xfail(strict=True, reason="loader bug: a boolean is described as `True` / `False`, "
-                   "not as the YAML the user wrote (`true` / `false`)")
+# Values are described as YAML spells them (`true`, not Python's `True`).
 def test_a_boolean_given_for_a_string_is_described_in_yaml_spelling() -> None:
     assert snippet_problems("- skill_activated: {skill_id: true}") == [
         (1, 31, "`skill_id` in `skill_activated` must be a string, got a boolean `true`", None)]
+
+
+@pytest.mark.parametrize(("value", "description"), [
+    ("0x1F", "an integer `0x1F`"), ("1e3", "a number `1e3`"), ("-.inf", "a number `-.inf`"),
+    ("FALSE", "a boolean `FALSE`"), ("~", "null"), ("[a]", "a list"), ("{a: 1}", "a mapping"),
+], ids=["hex", "exponent", "infinity", "upper-bool", "tilde", "list", "mapping"])
+def test_a_value_is_described_as_it_was_written(value: str, description: str) -> None:
+    (message,) = [m for m, _ in snippet_messages(f"- skill_activated: {{skill_id: {value}}}")]
+    assert message == f"`skill_id` in `skill_activated` must be a string, got {description}"
 
 
 @pytest.mark.parametrize("kind", ["skill_activated", "ordered_block_resumed"])
@@ -746,11 +753,8 @@ def test_unknown_key_in_tools_within_one_turn() -> None:
                   "did you mean `ordered`?")]
 
 
-# Loader bug: `single_key` always hints "start each assertion with its own `- `",
-# which is wrong when the call's fields were written without the
-# `tool_executed:` wrapper (the commonest mistake in a calls list).
-@pytest.mark.xfail(strict=True, reason="loader bug: a call written without `tool_executed:` gets "
-                   "the hint 'start each assertion with its own `- `'")
+# The commonest mistake in a calls list: the call's fields written without the
+# `tool_executed:` wrapper. The hint says so (not "start each ... with `- `").
 def test_a_call_without_the_tool_executed_wrapper_says_so() -> None:
     found = snippet_problems("""
         - tools_within_one_turn:
@@ -765,6 +769,23 @@ def test_a_call_without_the_tool_executed_wrapper_says_so() -> None:
     for _, _, _, hint in found:
         assert hint is not None and "tool_executed:" in hint
         assert "its own `- `" not in hint
+
+
+@pytest.mark.parametrize(("snippet", "hint"), [
+    ("- skill_activated: {skill_id: a}\n  step_id: b", "move `step_id` into `skill_activated`"),
+    ("- skill_activated: {skill_id: a}\n  note: b",
+     "only `skill_activated` belongs at this level; move `note` into it or remove it"),
+    ("- {}",
+     "write the check's kind as the key, e.g. `- skill_activated: {skill_id: card_replace}`"),
+    ("- tool_name: t\n  source: local",
+     "write `- tool_executed:` and indent the fields of the call under it"),
+    ("- tools_within_one_turn:\n    allow_extra_calls: true\n    calls:\n"
+     "      - tool_executed: {tool_name: a, source: local}\n      - tool_name: b",
+     "wrap each call in `tool_executed:` (`- tool_executed: {tool_name: ..., source: ...}`)"),
+], ids=["field-beside-flow-mapping", "unknown-beside-check", "empty", "bare-tool-assertion",
+        "one-key-bare-call"])
+def test_a_list_item_that_is_not_one_check_gets_a_hint_that_fits(snippet: str, hint: str) -> None:
+    assert [h for _, h in snippet_messages(snippet)] == [hint]
 
 
 # ==========================================================================
@@ -944,7 +965,7 @@ def test_sequencing_steps_use_the_usual_shape_and_rules() -> None:
         """) == [
         (2, 38, "`step_id` is not allowed in `skill_activated`",
          STEP_ID_HINT.format("skill_activated")),
-        (3, 22, "`tool_executed` with source `mcp` is missing required key `mcp_server`",
+        (3, 7, "`tool_executed` with source `mcp` is missing required key `mcp_server`",
          "the server is not inferred from the tool name"),
         (4, 20, "`bot_uttered` needs at least one of `utter_name`, `text_matches`, `buttons`",
          NO_FIELD_HINT),
@@ -980,8 +1001,8 @@ def test_unknown_key_at_assertion_level_suggests_the_near_miss() -> None:
 
 def test_a_misspelled_required_key_is_unknown_and_the_key_missing() -> None:
     assert snippet_messages("- skill_activated:\n    skil_id: card_replace") == [
-        ("unknown key `skil_id` in `skill_activated`", "did you mean `skill_id`?"),
         ("`skill_activated` is missing required key `skill_id`", None),
+        ("unknown key `skil_id` in `skill_activated`", "did you mean `skill_id`?"),
     ]
 
 
@@ -1002,11 +1023,8 @@ def test_an_assertion_must_be_a_mapping(item: str, description: str) -> None:
         (1, 3 if item else 2, f"an assertion must be a mapping, got {description}", None)]
 
 
-# Loader bug: fields not indented under the kind make a two-key mapping, and
-# `single_key` answers "start each assertion with its own `- `", which sends the
-# user the wrong way: the fix is to indent the fields under the kind.
-@pytest.mark.xfail(strict=True, reason="loader bug: under-indented fields get the hint 'start "
-                   "each assertion with its own `- `' instead of 'indent the fields'")
+# Fields not indented under the kind make a two-key mapping; the fix is to
+# indent them, not to start another assertion.
 def test_fields_not_indented_under_the_kind_get_an_indentation_hint() -> None:
     ((line, col, message, hint),) = snippet_problems("""
         - skill_activated:
@@ -1136,11 +1154,9 @@ def test_initial_slots_keep_their_values() -> None:
                                       "project.limit": 500}
 
 
-# Loader bug: a missing required key is reported at the start of the mapping,
-# i.e. under its *first* key, which is unrelated to the problem. In block style
-# the caret then sits under e.g. `calls:` for a missing `allow_extra_calls`, or
-# under `name:` for a missing `simulation_context`. It should point at the key
-# whose value lacks it (`tools_within_one_turn`, `scenario`, ...).
+# A missing required key is reported at the key whose value lacks it
+# (`tools_within_one_turn`, `scenario`, ...), not at the start of the mapping,
+# i.e. under its *first* key (`calls:`, `name:`), which is unrelated.
 MISSING_KEY_AT_OWNER = [
     ("scenario:\n  name: n\n", (1, 1, "`scenario` is missing required key `simulation_context`")),
     (with_assertions("- tools_within_one_turn:\n    calls: []"),
@@ -1152,8 +1168,6 @@ MISSING_KEY_AT_OWNER = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="loader bug: 'missing required key' points at the "
-                   "mapping's first key, not at the key that owns the mapping")
 @pytest.mark.parametrize(("text", "expected"), MISSING_KEY_AT_OWNER,
                          ids=["scenario", "tools_within_one_turn", "skill_activated",
                               "mcp_server"])
@@ -1206,7 +1220,7 @@ def test_all_problems_in_a_file_are_reported_sorted_by_line() -> None:
 def test_yaml_and_validation_problems_are_merged_in_line_order() -> None:
     text = "scenario:\n  name: n\n  name: m\n  simulaton_context: c\n"
     assert [(d.line, d.col, d.message) for d in diagnostics_of(text)] == [
-        (2, 3, "`scenario` is missing required key `simulation_context`"),
+        (1, 1, "`scenario` is missing required key `simulation_context`"),
         (3, 3, "duplicate key `name`"),
         (4, 3, "unknown key `simulaton_context` in `scenario`"),
     ]
@@ -1295,7 +1309,7 @@ def test_diagnostics_of_several_files_are_reported_together(tmp_path: Path) -> N
     with pytest.raises(ScenarioError) as info:
         load_scenarios([tmp_path])
     assert [(Path(d.path).name, d.line, d.message) for d in info.value.diagnostics] == [
-        ("a.yml", 2, "`scenario` is missing required key `simulation_context`"),
+        ("a.yml", 1, "`scenario` is missing required key `simulation_context`"),
         ("c.yml", 4, "unknown key `typo` in `scenario`"),
         ("c.yml", 5, "`skill_activated` is missing required key `skill_id`"),
     ]
@@ -1313,11 +1327,8 @@ def test_no_paths_load_no_scenarios() -> None:
     assert load_scenarios([]) == []
 
 
-# Loader bug: `load_scenarios` expands every path before loading any, and an
-# empty directory raises at once, so the problems of the other files are never
-# reported (its docstring promises "all problems of all files at once").
-@pytest.mark.xfail(strict=True, reason="loader bug: an empty directory hides the diagnostics of "
-                   "the other files given to load_scenarios")
+# "All problems of all files at once": an empty directory is one more problem,
+# it does not hide the others.
 def test_an_empty_directory_does_not_hide_other_files_problems(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -1359,15 +1370,12 @@ def golden_messages() -> list[tuple[str, str | None]]:
 
 
 def test_the_broken_example_reports_the_golden_messages(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every message and hint of the golden file, whatever the positions (see the xfail below)."""
+    """Every message and hint of the golden file, whatever the positions."""
     got = [(d.message, d.hint) for d in broken_diagnostics(monkeypatch)]
     assert sorted(got, key=str) == sorted(golden_messages(), key=str)
     assert len(got) == 11
 
 
-@pytest.mark.xfail(strict=True, reason="loader bug: 'missing required key' points at the "
-                   "mapping's first key (see test_a_missing_key_is_reported_at_the_key_that_owns"
-                   "_the_mapping); the golden file holds the corrected positions")
 def test_broken_example_matches_the_golden_diagnostics(monkeypatch: pytest.MonkeyPatch) -> None:
     got = rendered(broken_diagnostics(monkeypatch))
     if os.environ.get("MANTLE_STREAM_UPDATE_GOLDEN"):
@@ -1415,7 +1423,7 @@ def test_validate_reports_several_files_in_one_run(tmp_path: Path) -> None:
     result = validate(str(tmp_path))
     assert result.returncode == 2
     assert result.stderr.endswith("\n2 errors in 2 files\n")
-    assert f"{tmp_path / 'a.yml'}:2:3: error:" in result.stderr
+    assert f"{tmp_path / 'a.yml'}:1:1: error:" in result.stderr
     assert f"{tmp_path / 'b.yml'}:1:1: error: the file is empty" in result.stderr
 
 
@@ -1426,11 +1434,8 @@ def test_validate_a_missing_file_exits_2_without_a_traceback(tmp_path: Path) -> 
                              "directory\n1 error in 1 file\n")
 
 
-# Loader bugs (see tests/test_yaml.py): these inputs raise RecursionError or
-# yaml.reader.ReaderError out of the loader, so the CLI prints a traceback and
-# exits 1 instead of printing a diagnostic and exiting 2.
-@pytest.mark.xfail(strict=True, reason="loader bug: self-referencing aliases and control "
-                   "characters crash `validate` with a traceback")
+# Inputs that once raised RecursionError or yaml.reader.ReaderError out of the
+# loader (a traceback and exit 1): they are diagnostics and exit 2.
 @pytest.mark.parametrize("text", ["a: &a [*a]\n", "scenario:\n  name: a\x07b\n"],
                          ids=["recursive-alias", "control-character"])
 def test_validate_never_prints_a_traceback(tmp_path: Path, text: str) -> None:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -231,12 +230,9 @@ def test_a_core_tag_on_text_of_another_type_is_an_error(scalar: str, message: st
         """) == [(4, 30, message, None)]
 
 
-# Loader bug: the explicit-tag branch of `_yaml._Converter.scalar` converts with
-# Python's int()/float() (which accept `1_000`) and with `text.lower() == "true"` /
-# "always None" for !!bool / !!null, so YAML 1.1 forms that the core schema
-# rejects are silently turned into values (`!!bool yes` becomes *false*).
-@pytest.mark.xfail(strict=True, reason="loader bug: explicit !!int/!!float/!!bool/!!null "
-                   "accept text that is not a core-schema value of that type")
+# An explicit core tag does not widen the type: its text must match the same
+# core-schema pattern as a plain scalar (Python's int()/float() would accept
+# `1_000`, and `!!bool yes` must not become *false*).
 @pytest.mark.parametrize(("scalar", "message"), [
     ("!!int 1_000", "`1_000` is not an integer"),
     ("!!float 1_000.5", "`1_000.5` is not a number"),
@@ -253,14 +249,15 @@ def test_a_core_tag_on_a_yaml_1_1_form_is_an_error(scalar: str, message: str) ->
         """) == [(4, 30, message, None)]
 
 
+# The tag is shown in the short form users write (`!!set`), not PyYAML's
+# expanded `tag:yaml.org,2002:set`.
 UNSUPPORTED_TAGS = [
-    ("!!python/object:os.system {a: 1}", "tag:yaml.org,2002:python/object:os.system"),
-    ("!!python/object/apply:os.system ['true']",
-     "tag:yaml.org,2002:python/object/apply:os.system"),
-    ("!!python/name:os.system ''", "tag:yaml.org,2002:python/name:os.system"),
-    ("!!set {a}", "tag:yaml.org,2002:set"),
-    ("!!binary aGk=", "tag:yaml.org,2002:binary"),
-    ("!!timestamp 2001-12-14", "tag:yaml.org,2002:timestamp"),
+    ("!!python/object:os.system {a: 1}", "!!python/object:os.system"),
+    ("!!python/object/apply:os.system ['true']", "!!python/object/apply:os.system"),
+    ("!!python/name:os.system ''", "!!python/name:os.system"),
+    ("!!set {a}", "!!set"),
+    ("!!binary aGk=", "!!binary"),
+    ("!!timestamp 2001-12-14", "!!timestamp"),
     ("!Ref other", "!Ref"),
 ]
 
@@ -363,11 +360,8 @@ def test_a_number_as_a_mapping_key_is_an_error(key: str, col: int, shown: str) -
         """) == [(4, col, f"mapping key must be a string, got `{shown}`", None)]
 
 
-# Loader bug: `_yaml._Converter.convert` formats a non-string key with `!r`, so
-# users see Python spellings (`True`, `None`) and internal reprs
-# (`[YNode('a', 4:29)]`) instead of what they wrote in YAML.
-@pytest.mark.xfail(strict=True, reason="loader bug: non-string key diagnostics show Python "
-                   "reprs (`True`, `None`, `[YNode(...)]`) instead of the YAML text")
+# Non-string keys are described as YAML, never with Python spellings (`True`,
+# `None`) or internal reprs (`[YNode('a', 4:29)]`).
 @pytest.mark.parametrize(("key", "shown"), [
     ("true", "true"), ("~", "null"), ("[a]", "a list"),
 ], ids=["bool", "null", "complex"])
@@ -433,12 +427,9 @@ def test_an_alias_bomb_is_refused_quickly() -> None:
     assert diagnostic.hint == "anchors and aliases that expand enormously are refused"
 
 
-# Loader bug: the node budget is the only limit besides the byte cap, and its
-# diagnostic always blames anchors and aliases, even in a file that has none
-# (here a ~200 KB flow list, well under the 1 MiB cap).
+# The node budget blames anchors and aliases only when aliases were expanded,
+# not in a file that has none (here a ~200 KB flow list, under the 1 MiB cap).
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="loader bug: a large alias-free document is refused with "
-                   "a hint about anchors and aliases it does not contain")
 def test_a_large_document_without_aliases_is_not_blamed_on_aliases() -> None:
     text = ("scenario:\n  name: n\n  simulation_context: c\n  setup:\n    initial_slots:\n"
             "      k: [" + "1," * 100_001 + "]\n")
@@ -451,13 +442,9 @@ def test_a_large_document_without_aliases_is_not_blamed_on_aliases() -> None:
     assert blamed == []
 
 
-# Loader bug: the composer lets an anchor refer to itself (`&a [*a]`), and
-# `_yaml._Converter.convert` recurses without a depth limit, so the node budget
-# is never reached: RecursionError escapes load_scenario_text (and the CLI
-# prints a traceback, exit status 1).
+# PyYAML's composer lets an anchor refer to itself (`&a [*a]`): an infinite
+# value, refused as a diagnostic rather than recursing until RecursionError.
 @pytest.mark.timeout(10)
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="loader bug: a self-referencing alias raises RecursionError")
 @pytest.mark.parametrize("text", ["a: &a [*a]\n", "a: &a {b: *a}\n"], ids=["seq", "map"])
 def test_a_self_referencing_alias_is_a_diagnostic(text: str) -> None:
     with pytest.raises(ScenarioError) as info:
@@ -466,17 +453,36 @@ def test_a_self_referencing_alias_is_a_diagnostic(text: str) -> None:
     assert diagnostic.line == 1
 
 
-# Loader bug: PyYAML's composer (and the converter) recurse once per nesting
-# level, so a small file of nested brackets raises RecursionError instead of
-# a diagnostic.
+# PyYAML's composer (and the converter) recurse once per nesting level: a small
+# file of nested brackets is refused by depth, never a RecursionError.
 @pytest.mark.timeout(10)
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="loader bug: deeply nested YAML raises RecursionError")
 def test_absurdly_deep_nesting_is_a_diagnostic() -> None:
     text = "scenario: " + "[" * 2000 + "]" * 2000 + "\n"
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, PATH)
     assert info.value.diagnostics[0].line == 1
+
+
+@pytest.mark.timeout(10)
+def test_aliases_pasted_into_one_another_cannot_nest_without_limit() -> None:
+    """Each line is shallow, but `*a2999` expands to 3000 nested lists."""
+    text = "a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 3000))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, PATH)
+    assert [(d.message, d.hint) for d in info.value.diagnostics] == [
+        ("aliases expand to nesting deeper than 100 levels",
+         "anchors and aliases that expand enormously are refused")]
+
+
+def test_a_self_referencing_alias_is_reported_at_the_alias() -> None:
+    (diagnostic,) = diagnostics("""
+        scenario:
+          name: n
+          simulation_context: c
+          setup: {initial_slots: &slots {k: [1, *slots]}}
+        """)
+    assert (diagnostic.line, diagnostic.col, diagnostic.message) == (
+        4, 41, "alias `*slots` is inside the node `&slots` it refers to")
 
 
 def test_text_over_the_size_cap_is_refused_before_parsing() -> None:
@@ -487,6 +493,16 @@ def test_text_over_the_size_cap_is_refused_before_parsing() -> None:
         (1, 1, "scenario file is larger than 1024 KiB",
          "a scenario file is a few KiB of YAML; is this the right file?"),
     ]
+
+
+def test_the_size_cap_counts_utf8_bytes_not_characters() -> None:
+    """The same text is refused as a string and as a file: 600 000 `é` are 1.2 MB."""
+    text = "scenario: " + "\u00e9" * 600_000
+    assert len(text) < MAX_SCENARIO_BYTES < len(text.encode("utf-8"))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, PATH)
+    assert [d.message for d in info.value.diagnostics] == [
+        "scenario file is larger than 1024 KiB"]
 
 
 def test_a_file_over_the_size_cap_is_refused_before_reading(tmp_path: Path) -> None:
@@ -550,12 +566,10 @@ def test_a_syntax_error_renders_with_the_source_line_and_a_caret() -> None:
     ]
 
 
-# Loader bug: `_yaml.compose` keeps only PyYAML's `problem` and `problem_mark`
-# and drops its `context` ("while scanning a quoted scalar", "expected a single
-# document in the stream") and `context_mark`. The result is messages like
-# "invalid YAML: but found another document" or "found unexpected end of
-# stream" at a line past the end of the file, with no source line at all.
-@pytest.mark.xfail(strict=True, reason="loader bug: YAML syntax errors drop PyYAML's context")
+# PyYAML's `context` ("while scanning a quoted scalar", "expected a single
+# document in the stream") is kept where the problem alone says nothing
+# ("but found another document", "found unexpected end of stream"), and an
+# end-of-stream position is clamped to the last line, with its source text.
 @pytest.mark.parametrize(("text", "context"), [
     ('scenario:\n  name: "unterminated\n  simulation_context: c\n',
      "while scanning a quoted scalar"),
@@ -570,11 +584,28 @@ def test_a_syntax_error_says_what_was_being_parsed(text: str, context: str) -> N
     assert diagnostic.source_line  # points into the file, not past its end
 
 
-# Loader bug: `_yaml.compose` builds the PyYAML loader outside its `try`, and the
-# reader rejects non-printable characters in its constructor, so
-# yaml.reader.ReaderError escapes load_scenario_text (traceback in the CLI).
-@pytest.mark.xfail(strict=True, raises=yaml.YAMLError,
-                   reason="loader bug: a control character raises yaml.reader.ReaderError")
+def test_an_unterminated_quote_is_reported_at_the_end_with_where_it_opened() -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text('scenario:\n  name: "unterminated\n  simulation_context: c\n', "bad.yml")
+    assert [d.render() for d in info.value.diagnostics] == [
+        "bad.yml:3:24: error: invalid YAML: found unexpected end of stream while scanning a "
+        "quoted scalar\n"
+        "      simulation_context: c\n"
+        "                           ^\n"
+        "hint: the quoted scalar starts at line 2, column 9"
+    ]
+
+
+def test_two_documents_are_one_diagnostic_at_the_second() -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text("scenario:\n  name: n\n---\nscenario: {}\n", PATH)
+    assert [(d.line, d.col, d.message) for d in info.value.diagnostics] == [
+        (3, 1, "invalid YAML: expected a single document in the stream, but found another "
+               "document")]
+
+
+# PyYAML's reader rejects non-printable characters (in its constructor): a
+# diagnostic at the character, not yaml.reader.ReaderError.
 @pytest.mark.parametrize("char", ["\x07", "\x00", "\x1b"], ids=["bell", "nul", "escape"])
 def test_a_control_character_is_a_diagnostic_at_its_position(char: str) -> None:
     text = f"scenario:\n  name: a{char}b\n  simulation_context: c\n"
@@ -583,6 +614,31 @@ def test_a_control_character_is_a_diagnostic_at_its_position(char: str) -> None:
     (diagnostic,) = info.value.diagnostics
     assert (diagnostic.line, diagnostic.col) == (2, 10)
     assert diagnostic.message.startswith("invalid YAML: ")
+
+
+def test_a_control_character_never_reaches_the_terminal() -> None:
+    """The rendered source line shows U+FFFD in its place, so the caret still lines up."""
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text("scenario:\n  name: a\x1b[31mb\n", "bad.yml")
+    assert [d.render() for d in info.value.diagnostics] == [
+        "bad.yml:2:10: error: invalid YAML: unacceptable character #x001b: special characters "
+        "are not allowed\n"
+        "      name: a\ufffd[31mb\n"
+        "             ^\n"
+        "hint: remove it, or write it as `\\x1b` inside a double-quoted string"
+    ]
+
+
+def test_an_escaped_control_character_in_a_key_is_shown_escaped() -> None:
+    (diagnostic,) = diagnostics("""
+        scenario:
+          name: n
+          simulation_context: c
+          "ty\\npe": x
+        """)
+    assert diagnostic.message == "unknown key `ty\npe` in `scenario`"
+    assert diagnostic.render().splitlines()[0] == (
+        "scenario.yml:4:3: error: unknown key `ty\\npe` in `scenario`")
 
 
 def test_a_file_that_is_not_utf8_is_a_diagnostic(tmp_path: Path) -> None:
@@ -615,10 +671,9 @@ def test_a_byte_order_mark_is_allowed(tmp_path: Path) -> None:
 # Properties: never a traceback, diagnostics always well formed
 # --------------------------------------------------------------------------
 
-# A YAML-ish alphabet. `&` and `*` are left out on purpose (self-referencing
-# aliases are a known loader bug with its own xfail test above), as are control
-# characters (likewise).
-yamlish = st.text(alphabet=st.sampled_from(list("scenario_ngme:-[]{}!#'\"|>?,. 0159\n\t")),
+# A YAML-ish alphabet, with anchors and aliases (`&a [*a]` is an infinite value)
+# and a control character PyYAML's reader refuses.
+yamlish = st.text(alphabet=st.sampled_from(list("scenario_ngme:-[]{}!#'\"|>?,. 0159\n\t\r&*\x07")),
                   max_size=120)
 
 
@@ -635,7 +690,7 @@ def test_any_text_either_loads_or_raises_scenario_error(text: str) -> None:
         for d in found:
             assert d.path == PATH
             assert d.line >= 1 and d.col >= 1
-            assert d.line <= len(lines) + 1
+            assert d.line <= max(len(lines), 1)  # never past the end of the text
             if d.source_line:
                 assert d.source_line == lines[d.line - 1]
             assert d.render().startswith(f"{PATH}:{d.line}:{d.col}: error: ")
