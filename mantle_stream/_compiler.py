@@ -45,7 +45,7 @@ __all__ = ["Plan", "RouteEntry", "compile_assertion", "compile_scenario"]
 #: The attribute each payload type is routed by; None routes by kind alone.
 _ROUTE_KEY: dict[type[ev.Payload], str | None] = {
     ev.User: None,
-    ev.Bot: None,
+    ev.Bot: "utter_name",
     ev.ToolExecuted: "tool_name",
     ev.MemorySet: "name",
     ev.MemoryCleared: "name",

@@ -265,7 +265,8 @@ class BotMatcher(Matcher):
             None if check.buttons is None
             else tuple((b.title, b.payload) for b in check.buttons)
         )
-        self.routes = (("bot", None),)
+        # A check naming a response is only shown messages rendered from it.
+        self.routes = (("bot", check.utter_name),)
 
     def matches(self, payload: Payload, value: Any) -> bool:
         if type(payload) is not Bot:  # sequencing routes other kinds here too
