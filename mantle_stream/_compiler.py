@@ -119,7 +119,7 @@ def compile_assertion(assertion: Assertion) -> tuple[type[Machine], Any, set[Rou
         return Sequence, SequencePlan(steps), {r for m in steps for r in m.routes}
     if isinstance(assertion, ToolsWithinOneTurnCheck):
         calls = [ToolMatcher(call) for call in assertion.calls]
-        routes: set[Route] = {("user", None)}
+        routes: set[Route] = set()  # user events only after ARM (see _machines)
         if assertion.allow_extra_calls:
             routes |= {r for m in calls for r in m.routes}
         else:

@@ -33,7 +33,7 @@ from mantle_stream._events import (
     parse_json_value,
     payload_of,
 )
-from mantle_stream._machines import Machine
+from mantle_stream._machines import ARM, Machine
 from mantle_stream._scenario import Scenario
 from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
 
@@ -65,6 +65,7 @@ class ConversationState(msgspec.Struct, frozen=True):
     scenario: str
     events: int
     turn: int
+    armed: list[int]
     results: list[Decision | None]
     machines: list[list[Any] | None]
 
@@ -90,7 +91,7 @@ def _value_of(payload: Payload) -> Any:
 
 
 class _Conversation:
-    __slots__ = ("buffer", "cid", "events", "finished", "machines", "pending",
+    __slots__ = ("armed", "buffer", "cid", "events", "finished", "machines", "pending",
                  "plan", "requested", "results", "turn")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
@@ -101,6 +102,7 @@ class _Conversation:
         self.pending = len(self.machines)
         self.events = 0
         self.turn = 0
+        self.armed: list[int] = []  # machines to show the next user event (see ARM)
         self.finished = False
         self.requested: str | None = None  # a scenario name that is not loaded
         self.buffer: list[Event] | None = None  # held until the scenario is named
@@ -293,16 +295,22 @@ class Evaluator:
                 conv.events += 1
                 if cls is User:
                     conv.turn += 1
+                    if conv.armed:  # machines that asked to see this turn boundary
+                        self._end_of_turn(conv, payload, seq, out)
                 route = plan.routes.get(cls)
                 if route is not None:
                     getter, keyed, wild = route
                     machines = conv.machines
+                    turn = conv.turn
                     for index in wild if getter is None else keyed.get(getter(payload), wild):
                         machine = machines[index]
                         if machine is not None:
-                            outcome = machine.step(payload, value, seq)
+                            outcome = machine.step(payload, value, turn)
                             if outcome is not None:
-                                decide(conv, index, outcome[0], seq, outcome[1], out)
+                                if outcome is ARM:
+                                    conv.armed.append(index)
+                                else:
+                                    decide(conv, index, outcome[0], seq, outcome[1], out)
                 if cls is SessionEnded:
                     self._finish(conv, out)
                 if stop_at_failure and out and self._failed_now(out):
@@ -313,6 +321,16 @@ class Evaluator:
             raise
         finally:
             self._events += len(events) - skipped
+
+    def _end_of_turn(self, conv: _Conversation, payload: Payload, seq: int,
+                     out: list[Decision]) -> None:
+        armed, conv.armed = conv.armed, []
+        for index in armed:
+            machine = conv.machines[index]
+            if machine is not None:
+                outcome = machine.step(payload, None, conv.turn)
+                if outcome is not None and outcome is not ARM:
+                    self._decide(conv, index, outcome[0], seq, outcome[1], out)
 
     def _decide(self, conv: _Conversation, index: int, passed: bool, decided_at: int | None,
                 reason: str, out: list[Decision]) -> None:
@@ -460,7 +478,7 @@ class Evaluator:
             raise UsageError(f"no open judged conversation `{conversation_id}`")
         return ConversationState(
             conversation_id=conv.cid, scenario=conv.plan.scenario.name, events=conv.events,
-            turn=conv.turn, results=list(conv.results),
+            turn=conv.turn, armed=list(conv.armed), results=list(conv.results),
             machines=[None if m is None else m.state() for m in conv.machines],
         )
 
@@ -470,7 +488,7 @@ class Evaluator:
         if plan is None:
             raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
         conv = _Conversation(state.conversation_id, plan)
-        conv.events, conv.turn = state.events, state.turn
+        conv.events, conv.turn, conv.armed = state.events, state.turn, list(state.armed)
         conv.results = list(state.results)
         for index, machine_state in enumerate(state.machines):
             machine = conv.machines[index]

@@ -2,10 +2,14 @@
 
 Theory of operation. The engine routes an event to a machine only when the
 machine's plan is indexed under the event's (kind, key). ``step(payload,
-value, seq)`` then returns ``None`` while the assertion is still pending or a
-``(passed, reason)`` pair exactly once; the engine records it with ``seq`` as
-``decided_at`` and never calls the machine again. ``finish()`` resolves a
-pending machine at the end of the conversation (``decided_at`` null).
+value, turn)`` (``turn``: the conversation's current user turn) then returns
+``None`` while the assertion is still pending or a ``(passed, reason)`` pair
+exactly once; the engine records it with the event's ``sequence`` as
+``decided_at`` and never calls the machine again. A machine may instead
+return :data:`ARM` to be shown the next ``user`` event (and only that one) —
+how a tool window hears that a satisfying turn has ended without being
+called at every turn. ``finish()`` resolves a pending machine at the end of
+the conversation (``decided_at`` null).
 
 Each machine is two objects: an immutable *plan* built once per scenario by
 the compiler (matchers, bit masks, wording) and shared by every conversation,
@@ -42,6 +46,7 @@ from mantle_stream._scenario import LIFECYCLE_TOOLS
 from mantle_stream._values import strict_equal
 
 __all__ = [
+    "ARM",
     "FirstMatch",
     "Forbidden",
     "Machine",
@@ -55,6 +60,9 @@ __all__ = [
 #: What a machine returns when it decides: (passed, reason).
 Outcome = tuple[bool, str]
 
+#: Returned by ``step`` to be shown the next ``user`` event (compared by identity).
+ARM: Outcome = (False, "armed for the end of the turn")
+
 
 class Machine:
     """Base class. Subclasses set ``__slots__`` for their state."""
@@ -64,7 +72,7 @@ class Machine:
     def __init__(self, plan: Any) -> None:
         self.plan = plan
 
-    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         raise NotImplementedError
 
     def finish(self) -> Outcome:
@@ -98,7 +106,7 @@ class FirstMatch(Machine):
         self.near: Payload | str | None = None
         self.near_value: Any = None
 
-    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         if self.plan.matches(payload, value):
             return True, self.plan.describe()
         self.near = payload
@@ -128,7 +136,7 @@ class Forbidden(Machine):
     __slots__ = ()
     plan: Matcher
 
-    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         if self.plan.matches(payload, value):
             text = f"agent uttered the forbidden message ({self.plan.describe()})"
             if getattr(payload, "text", None):
@@ -168,7 +176,7 @@ class MemoryAll(Machine):
         # The last miss, as (matcher, payload, value), worded only on failure.
         self.near: tuple[MemoryMatcher, Payload, Any] | str | None = None
 
-    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         plan = self.plan
         for bit, matcher in plan.by_name[payload.name]:  # type: ignore[attr-defined]
             if self.done & bit:
@@ -222,7 +230,7 @@ class MemoryNotSet(Machine):
         self.plan = plan
         self.last_equal = 0  # bit i: the last write of entry i's key equalled its value
 
-    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         name: str = payload.name  # type: ignore[attr-defined]
         for bit, has_value, expected in self.plan.by_name[name]:
             if not has_value:
@@ -266,7 +274,7 @@ class Sequence(Machine):
         self.plan = plan
         self.cursor = 0
 
-    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         matchers = self.plan.matchers
         if matchers[self.cursor].matches(payload, value):
             self.cursor += 1
@@ -316,7 +324,10 @@ class ToolWindow(Machine):
 
     State, all bounded by the number of listed calls k:
 
-    * ``turn``: user turns seen (turn 0 is before the first user event);
+    * ``turn``: the user turn the window below belongs to. The window is reset
+      lazily, when a run arrives in a later turn, so turns without tool runs
+      cost nothing; user events are never routed here except after
+      :data:`ARM`;
     * ``runs``: counted runs in this turn (only compared with k);
     * ``matched``: listed calls satisfied in this turn so far;
     * ``slots``: for unordered checks, ``slots[i]`` is the call-mask of the
@@ -330,6 +341,9 @@ class ToolWindow(Machine):
       why it fell short, for the failure reason.
 
     For ordered checks ``matched`` doubles as the cursor into the listed calls.
+    Without extra calls, the run that makes the turn exactly right returns
+    :data:`ARM`; the next user event then passes the check (or not, if an
+    extra run broke the turn meanwhile).
     """
 
     __slots__ = ("best", "broken", "matched", "runs", "slots", "turn")
@@ -344,42 +358,46 @@ class ToolWindow(Machine):
         self.broken: str | None = None
         self.best: tuple[int, int, str | None] | None = None
 
-    def step(self, payload: Payload, value: Any, seq: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         plan = self.plan
-        if type(payload) is User:
-            if self.runs:  # most turns have no tool run at all: keep them cheap
-                verdict = None if plan.allow_extra else self._end_turn()
-                if verdict is not None:
-                    return verdict
-                self._close_turn()
-            self.turn += 1
-            return None
+        if type(payload) is User:  # only after ARM: the armed turn has just ended
+            return self._end_turn()
         run: ToolExecuted = payload  # type: ignore[assignment]
         if run.source == "local" and run.tool_name in LIFECYCLE_TOOLS:
             return None
+        if turn != self.turn:
+            if self.runs:
+                self._close_turn()
+            self.turn = turn
         self.runs += 1
         if self.broken is not None:
             return None
         mask = plan.mask(run, value)
+        full = plan.full
         if plan.ordered:
             if plan.allow_extra:
                 if mask >> self.matched & 1:
                     self.matched += 1
-            elif self.runs <= plan.full and mask >> (self.runs - 1) & 1:
+            elif self.runs <= full and mask >> (self.runs - 1) & 1:
                 self.matched += 1
             else:
                 self.broken = (f"`{run.tool_name}` ran as call {self.runs} of the turn, "
-                               "out of the listed order" if self.runs <= plan.full
+                               "out of the listed order" if self.runs <= full
                                else f"the turn had an extra call `{run.tool_name}`")
-        elif not plan.allow_extra and (self.runs > plan.full or not mask):
+                return None
+        elif not plan.allow_extra and (self.runs > full or not mask):
             self.broken = f"the turn had an extra call `{run.tool_name}`"
+            return None
         elif mask:
             if self.slots is None:
-                self.slots = [0] * plan.full
+                self.slots = [0] * full
             if _augment(self.slots, mask, 0) == -1:
                 self.matched += 1
-        if plan.allow_extra and self.matched == plan.full:
-            return True, f"{plan.names()} all ran within turn {self.turn}"
+        if self.matched == full:
+            if plan.allow_extra:
+                return True, f"{plan.names()} all ran within turn {self.turn}"
+            if self.runs == full:
+                return ARM
         return None
 
     def _end_turn(self) -> Outcome | None:
