@@ -12,6 +12,7 @@ No I/O, no clock: feeds, the CLI and the live view drive it from the edges.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,6 +42,8 @@ __all__ = ["ConversationState", "Evaluator", "UnmatchedConversation"]
 
 #: Events kept for a conversation that has not yet named its scenario.
 MAX_UNNAMED_BUFFER = 1000
+#: Events of one conversation held back waiting for a missing earlier sequence.
+DEFAULT_REORDER_WINDOW = 0  # at-least-once brokers repeat; few reorder (see docs)
 
 _PAYLOAD_COUNT = len(PAYLOAD_TYPES)
 _ONE_PAYLOAD_NONES = _PAYLOAD_COUNT - 1
@@ -91,8 +94,8 @@ def _value_of(payload: Payload) -> Any:
 
 
 class _Conversation:
-    __slots__ = ("armed", "buffer", "cid", "events", "finished", "machines", "pending",
-                 "plan", "requested", "results", "turn")
+    __slots__ = ("armed", "buffer", "cid", "events", "finished", "held", "last_seq",
+                 "machines", "pending", "plan", "requested", "results", "turn")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
@@ -106,6 +109,12 @@ class _Conversation:
         self.finished = False
         self.requested: str | None = None  # a scenario name that is not loaded
         self.buffer: list[Event] | None = None  # held until the scenario is named
+        # Ordering: events are applied in `sequence` order. `last_seq` is the
+        # last applied (everything at or below it is a duplicate or too late);
+        # `held` keeps events that arrived after a gap, at most the reorder
+        # window, as a heap of (sequence, arrival, event).
+        self.last_seq = -1
+        self.held: list[tuple[int, int, Event]] | None = None
 
 
 class Evaluator:
@@ -121,7 +130,10 @@ class Evaluator:
     """
 
     def __init__(self, scenarios: Scenario | Iterable[Scenario], *,
-                 source: str = "<events>") -> None:
+                 source: str = "<events>", reorder_window: int = DEFAULT_REORDER_WINDOW) -> None:
+        if reorder_window < 0:
+            raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
+        self.reorder_window = reorder_window
         if isinstance(scenarios, Scenario):
             scenarios = [scenarios]
         self._plans = [compile_scenario(s) for s in scenarios]
@@ -139,6 +151,11 @@ class Evaluator:
         self._line = 0
         self._events = 0
         self._late = 0
+        self._duplicates = 0  # events at or below a conversation's last applied sequence
+        self._gaps = 0  # missing sequences given up on after the reorder window
+        self._held = 0  # events waiting in reorder windows now
+        self._arrivals = 0  # tie-breaker keeping held events in arrival order
+        self._releasing = False
         self._decisions = 0
         self._passed = 0
         self._failed = 0
@@ -290,8 +307,16 @@ class Evaluator:
                     if plan is None:
                         continue
                 seq = event.sequence
-                if seq < 0:
-                    seq = conv.events  # a legacy row without sequence: arrival order
+                last = conv.last_seq
+                if seq != last + 1:
+                    if seq < 0:
+                        seq = last + 1  # a legacy row without sequence: arrival order
+                    elif seq <= last:
+                        self._duplicates += 1  # delivered twice, or too late to apply
+                        continue
+                    elif self._hold(conv, seq, event, out):
+                        continue  # waits for the missing sequences
+                conv.last_seq = seq
                 conv.events += 1
                 if cls is User:
                     conv.turn += 1
@@ -312,7 +337,10 @@ class Evaluator:
                                 else:
                                     decide(conv, index, outcome[0], seq, outcome[1], out)
                 if cls is SessionEnded:
+                    self._drop_held(conv)
                     self._finish(conv, out)
+                elif conv.held and conv.held[0][0] == seq + 1 and not self._releasing:
+                    self._release(conv, out)
                 if stop_at_failure and out and self._failed_now(out):
                     skipped += len(events) - _index_of(events, event) - 1
                     return
@@ -321,6 +349,58 @@ class Evaluator:
             raise
         finally:
             self._events += len(events) - skipped
+
+    def _hold(self, conv: _Conversation, seq: int, event: Event,
+              out: list[Decision]) -> bool:
+        """Keep an event that arrived after a gap; False to apply it right away.
+
+        With a window of 0 the gap is given up on at once. When the window
+        overflows, the oldest held event is applied across its gap.
+        """
+        if not self.reorder_window:
+            self._gaps += 1
+            return False
+        held = conv.held
+        if held is None:
+            held = conv.held = []
+        elif any(s == seq for s, _, _ in held):
+            self._duplicates += 1
+            return True
+        heapq.heappush(held, (seq, self._arrivals, event))
+        self._arrivals += 1
+        self._held += 1
+        if len(held) > self.reorder_window:
+            self._release(conv, out, force=1)
+        return True
+
+    def _release(self, conv: _Conversation, out: list[Decision], *, force: int = 0) -> None:
+        """Apply the held events that are next in order; ``force`` more across gaps."""
+        held = conv.held
+        self._releasing = True
+        try:
+            while held and not conv.finished:
+                seq = held[0][0]
+                if seq != conv.last_seq + 1:
+                    if force <= 0:
+                        break
+                    force -= 1
+                    self._gaps += 1
+                    conv.last_seq = seq - 1  # the missing sequences are given up on
+                event = heapq.heappop(held)[2]
+                self._held -= 1
+                self._events -= 1  # counted once already, when it arrived
+                self._run([event], out)
+        finally:
+            self._releasing = False
+        if not held:
+            conv.held = None
+
+    def _drop_held(self, conv: _Conversation) -> None:
+        """The conversation ended: events still held came after its end."""
+        if conv.held:
+            self._late += len(conv.held)
+            self._held -= len(conv.held)
+        conv.held = None
 
     def _end_of_turn(self, conv: _Conversation, payload: Payload, seq: int,
                      out: list[Decision]) -> None:
@@ -413,6 +493,10 @@ class Evaluator:
     def _finish(self, conv: _Conversation, out: list[Decision]) -> None:
         if conv.finished:
             return
+        if conv.held:  # the end of input: what is held is all there is
+            self._release(conv, out, force=len(conv.held))
+            if conv.finished:
+                return
         conv.finished = True
         self._open_convs.pop(conv.cid, None)
         if conv.plan is None:

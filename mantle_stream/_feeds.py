@@ -25,7 +25,9 @@ task group the feed owns:
   drops below its position (truncation), and when PATH names another inode
   (rotation) drains the old file, then opens the new one;
 * ``tcp://`` and ``unix:``: one accept loop per listening socket and one task
-  per connection.
+  per connection, in :mod:`mantle_stream._sockets`, which also decides whom
+  to let in (loopback by default, a shared token, connection limits and
+  timeouts) and counts whom it turned away in ``Feed.rejected``.
 
 Producers cut bytes into complete lines (``LineChunker``, wrapped by
 ``_Lines`` for line numbers and the overlong-line rule) and send chunks into
@@ -39,9 +41,10 @@ it after the chunks that came before.
 A connection's task sends a private "gone" marker after its last chunk. The
 iterator acts on it when the consumer asks for the next chunk -- that is,
 after the consumer has handled, and replied to, every line of that
-connection. Only then is the socket closed and ``connections`` decremented,
-so a client that half-closes still gets replies to its last lines, and
-``connections == 0`` means every line received has been handed out.
+connection. Only then is the socket closed (unless the listener closed it
+already: see ``_sockets``) and ``connections`` decremented, so a client that
+half-closes still gets replies to its last lines, and ``connections == 0``
+means every line received has been handed out.
 
 Line rules
 ----------
@@ -51,9 +54,9 @@ Line rules
   standard input, and of a followed file that was rotated away. A socket
   connection that ends mid-line loses that partial line: a simulator that
   dies mid-write must not produce half an event.
-* ``Chunk.first_line`` is 1-based per file or per connection. A followed
-  file restarts at 1 after truncation or rotation, so numbers match the file
-  now at PATH.
+* ``Chunk.first_line`` is 1-based per file or per connection (where a
+  token line, if asked for, is line 1). A followed file restarts at 1 after
+  truncation or rotation, so numbers match the file now at PATH.
 * A line whose content (without its newline) is longer than
   ``max_line_bytes`` is not buffered: once the excess is seen, the feed
   delivers ``<line cut off: longer than N bytes> `` followed by
@@ -68,18 +71,16 @@ Line rules
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import stat
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import BinaryIO, NamedTuple, TypeAlias
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, SocketListener, SocketStream, TaskGroup
+from anyio.abc import ByteStream, TaskGroup
 from anyio.from_thread import BlockingPortal
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -93,21 +94,28 @@ __all__ = ["Chunk", "Feed", "Peer", "open_feed"]
 _QUEUE_SIZE = 16
 # How much of an overlong line survives, so the error excerpt shows what it was.
 _CUT_KEEP = 200
-# Pause before accepting again after the process ran out of file descriptors.
-_ACCEPT_RETRY = 0.1
 _FORMS = "a file, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
 
 
 class Peer:
-    """One connection that can receive reply lines."""
+    """One connection that can receive reply lines.
 
-    __slots__ = ("_closed", "_lock", "_stream", "name")
+    ``send_timeout`` bounds each reply: a client that stops reading would
+    otherwise stall the consumer, and with it every other client. When a
+    reply cannot be written in time the connection is closed and
+    ``on_stall`` called.
+    """
 
-    def __init__(self, name: str, stream: ByteStream) -> None:
+    __slots__ = ("_closed", "_lock", "_on_stall", "_send_timeout", "_stream", "name")
+
+    def __init__(self, name: str, stream: ByteStream, *, send_timeout: float | None = None,
+                 on_stall: Callable[[], object] | None = None) -> None:
         self.name = name
         self._stream = stream
         self._lock = anyio.Lock()
         self._closed = False
+        self._send_timeout = send_timeout
+        self._on_stall = on_stall
 
     def __repr__(self) -> str:
         return f"<Peer {self.name}{' closed' if self._closed else ''}>"
@@ -123,7 +131,8 @@ class Peer:
         Never raises because the client has gone: the peer is marked closed
         and the line dropped. Sends are serialized, so concurrent callers
         never interleave bytes within a line. Like any socket write it waits
-        while the client does not read and its buffers are full.
+        while the client does not read and its buffers are full, for
+        ``send_timeout`` at most; then the connection is closed.
         """
         if not line.endswith(b"\n"):
             line += b"\n"
@@ -131,7 +140,13 @@ class Peer:
             if self._closed:
                 return
             try:
-                await self._stream.send(line)
+                with anyio.fail_after(self._send_timeout):
+                    await self._stream.send(line)
+            except TimeoutError:
+                # Part of the line may be out: closing is the only clean end.
+                await self._close()
+                if self._on_stall is not None:
+                    self._on_stall()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._closed = True
 
@@ -166,11 +181,11 @@ class _Lines:
 
     __slots__ = ("_chunker", "_limit", "_next", "_skipping")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, first_line: int = 1) -> None:
         self._chunker = LineChunker()
         self._limit = limit
         self._skipping = False  # inside an overlong line already reported
-        self._next = 1
+        self._next = first_line
 
     def feed(self, data: bytes) -> tuple[bytes, int]:
         """The complete lines so far (maybe ``b""``) and the number of the first."""
@@ -226,6 +241,8 @@ class Feed:
     real port when 0 was asked) or ``unix:PATH``, else None.
     """
 
+    # ``_peers``: every open connection, closed by __aexit__ whatever happens.
+
     def __init__(self, name: str, *, live: bool, max_line_bytes: int) -> None:
         self.name = name
         self.live = live
@@ -234,6 +251,7 @@ class Feed:
         self._connections = 0
         self._last_activity = 0.0
         self._error: FeedError | None = None
+        self._rejected: dict[str, int] = {}
         self._peers: set[Peer] = set()
         self._entered = False
         self._task_group: TaskGroup | None = None
@@ -245,13 +263,23 @@ class Feed:
 
     @property
     def connections(self) -> int:
-        """Clients connected now; one counts until its last line is handed out."""
+        """Clients admitted and not yet retired; one counts until its last line is handed out."""
         return self._connections
 
     @property
     def last_activity(self) -> float:
         """``anyio.current_time()`` of the last byte received or connection change."""
         return self._last_activity
+
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Connections refused or closed by the listener, by reason (a copy).
+
+        Keys appear with their first count: ``too many connections``,
+        ``unauthorized``, ``auth timeout``, ``idle timeout``, ``send timeout``
+        (see :mod:`mantle_stream._sockets`). Always empty for files.
+        """
+        return dict(self._rejected)
 
     async def __aenter__(self) -> Feed:
         if self._entered:
@@ -327,6 +355,9 @@ class Feed:
 
     def _touch(self) -> None:
         self._last_activity = anyio.current_time()
+
+    def _count(self, reason: str) -> None:
+        self._rejected[reason] = self._rejected.get(reason, 0) + 1
 
     async def _retire(self, peer: Peer) -> None:
         if peer in self._peers:
@@ -541,178 +572,25 @@ class _FollowFeed(Feed):
             self._file = None
 
 
-class _SocketFeed(Feed):
-    """Listens and serves any number of clients at once; never ends."""
-
-    def __init__(self, spec: str, *, max_line_bytes: int) -> None:
-        super().__init__(spec, live=True, max_line_bytes=max_line_bytes)
-        self._listeners: Sequence[SocketListener] = ()
-
-    def _peer_name(self, stream: SocketStream) -> str:
-        raise NotImplementedError
-
-    async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
-        # ``send`` is shared by every connection and closed by __aexit__:
-        # a socket feed never ends by itself, so no end-of-stream counting.
-        async with anyio.create_task_group() as task_group:
-            for listener in self._listeners:
-                task_group.start_soon(self._accept, listener, send, task_group)
-
-    async def _accept(self, listener: SocketListener, send: MemoryObjectSendStream[_Item],
-                      task_group: TaskGroup) -> None:
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError:
-                # Out of file descriptors or an aborted handshake: the listener
-                # itself is fine, so wait a little and accept again.
-                await anyio.sleep(_ACCEPT_RETRY)
-                continue
-            # Registered before its task starts, so __aexit__ closes it whatever happens.
-            peer = Peer(self._peer_name(stream), stream)
-            self._peers.add(peer)
-            self._connections += 1
-            self._touch()
-            task_group.start_soon(self._serve, peer, stream, send)
-
-    async def _serve(self, peer: Peer, stream: SocketStream,
-                     send: MemoryObjectSendStream[_Item]) -> None:
-        lines = _Lines(self._max_line_bytes)
-        try:
-            while True:
-                data = await stream.receive(CHUNK_BYTES)
-                self._touch()
-                await _put(send, lines.feed(data), peer)
-        except anyio.EndOfStream:
-            pass  # a partial line left in ``lines`` is dropped (module docstring)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            peer._closed = True  # reset: replies cannot arrive either
-        self._touch()
-        await send.send(_Gone(peer))
-
-    async def _close(self) -> None:
-        for listener in self._listeners:
-            await listener.aclose()
-        self._listeners = ()
-
-
-def _parse_tcp(spec: str) -> tuple[str, int] | str:
-    """``(host, port)`` from ``tcp://HOST:PORT``, or why it is not one."""
-    rest = spec[len("tcp://"):]
-    usage = "expected `tcp://HOST:PORT`, e.g. `tcp://127.0.0.1:7777`"
-    if rest.startswith("["):
-        host, bracket, tail = rest[1:].partition("]")
-        if not bracket or not tail.startswith(":"):
-            return usage
-        port_text = tail[1:]
-    else:
-        host, colon, port_text = rest.rpartition(":")
-        if not colon:
-            return usage
-        if ":" in host:
-            return usage + "; an IPv6 host goes in brackets: `tcp://[::1]:7777`"
-    if not host:
-        return "no host; name the interface to listen on (`0.0.0.0` for all)"
-    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
-        return f"port `{port_text}` is not a number from 0 to 65535"
-    return host, int(port_text)
-
-
-class _TcpFeed(_SocketFeed):
-    def __init__(self, spec: str, host: str, port: int, *, max_line_bytes: int) -> None:
-        super().__init__(spec, max_line_bytes=max_line_bytes)
-        self._host = host
-        self._port = port
-
-    async def _open(self) -> None:
-        try:
-            listener = await anyio.create_tcp_listener(local_host=self._host,
-                                                       local_port=self._port)
-        except OSError as exc:
-            raise FeedError(f"cannot listen on `{self.name}`: {_reason(exc)}") from None
-        self._listeners = [item for item in listener.listeners
-                           if isinstance(item, SocketListener)]
-        port = self._listeners[0].extra(SocketAttribute.local_port)
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        self.address = self.name = f"tcp://{host}:{port}"
-
-    def _peer_name(self, stream: SocketStream) -> str:
-        address = stream.extra(SocketAttribute.remote_address)
-        if isinstance(address, tuple):
-            host, port = address[0], address[1]
-            return f"tcp [{host}]:{port}" if ":" in host else f"tcp {host}:{port}"
-        return f"tcp {address}"
-
-
-async def _someone_listens(path: str) -> bool:
-    try:
-        with anyio.fail_after(1):
-            stream = await anyio.connect_unix(path)
-    except TimeoutError:
-        return True  # a listener too busy to answer is still a listener
-    except OSError:
-        return False
-    await stream.aclose()
-    return True
-
-
-class _UnixFeed(_SocketFeed):
-    def __init__(self, spec: str, path: str, *, max_line_bytes: int) -> None:
-        super().__init__(spec, max_line_bytes=max_line_bytes)
-        self._path = path
-        self._clients = 0
-        self._socket_id: tuple[int, int] | None = None
-
-    async def _open(self) -> None:
-        path = self._path
-        where = f"cannot listen on `unix:{path}`"
-        try:
-            found: os.stat_result | None = os.stat(path)
-        except FileNotFoundError:
-            found = None
-        except OSError as exc:
-            raise FeedError(f"{where}: {_reason(exc)}") from None
-        if found is not None:
-            if not stat.S_ISSOCK(found.st_mode):
-                raise FeedError(f"{where}: the path exists and is not a socket; "
-                                f"refusing to replace it")
-            if await _someone_listens(path):
-                raise FeedError(f"{where}: another process is listening on it")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)  # stale: left behind by a listener that is gone
-        try:
-            listener = await anyio.create_unix_listener(path)
-        except OSError as exc:
-            raise FeedError(f"{where}: {_reason(exc)}") from None
-        self._listeners = [listener]
-        made = os.stat(path)
-        self._socket_id = (made.st_dev, made.st_ino)
-        self.address = f"unix:{path}"
-
-    def _peer_name(self, stream: SocketStream) -> str:
-        self._clients += 1
-        return f"unix #{self._clients}"
-
-    async def _close(self) -> None:
-        await super()._close()
-        if self._socket_id is None:
-            return
-        # Remove the socket file only if it is still ours, not a successor's.
-        with contextlib.suppress(OSError):
-            found = os.stat(self._path)
-            if (found.st_dev, found.st_ino) == self._socket_id:
-                os.unlink(self._path)
-        self._socket_id = None
-
-
 def open_feed(spec: str, *, poll_interval: float = 0.05, max_line_bytes: int = 1 << 20,
-              stdin: BinaryIO | None = None) -> Feed:
+              stdin: BinaryIO | None = None, token: str | None = None,
+              allow_remote: bool = False, max_connections: int = 64,
+              auth_timeout: float = 10.0, idle_timeout: float | None = 300.0,
+              send_timeout: float | None = 10.0) -> Feed:
     """The feed for a ``--events`` source; nothing is opened until ``async with``.
 
     ``spec`` is a file path, ``-`` (``stdin``, default ``sys.stdin.buffer``),
-    ``follow:PATH``, ``tcp://HOST:PORT`` (port 0 picks a free one) or
-    ``unix:PATH``. A malformed spec raises FeedError on entering, like every
-    other failure to open, so callers handle one place.
+    ``follow:PATH``, ``tcp://HOST:PORT`` (port 0 picks a free one; an empty
+    HOST is ``127.0.0.1``) or ``unix:PATH``. A malformed spec raises
+    FeedError on entering, like every other failure to open, so callers
+    handle one place.
+
+    The rest applies to ``tcp://`` and ``unix:`` only and is ignored for the
+    other sources (details in :func:`mantle_stream._sockets.open_socket_feed`):
+    ``token`` that each client's first line must be, ``allow_remote`` for a
+    HOST that is not loopback, ``max_connections`` open at once, and the
+    seconds a client has to send the token (``auth_timeout``), may stay
+    silent (``idle_timeout``) or may leave a reply unread (``send_timeout``).
     """
     if poll_interval <= 0:
         raise ValueError(f"poll_interval must be positive, not {poll_interval!r}")
@@ -726,16 +604,14 @@ def open_feed(spec: str, *, poll_interval: float = 0.05, max_line_bytes: int = 1
             return _Invalid(spec, f"bad event source `{spec}`: expected `follow:PATH`")
         return _FollowFeed(spec, path, poll_interval=poll_interval,
                            max_line_bytes=max_line_bytes)
-    if spec.startswith("tcp://"):
-        parsed = _parse_tcp(spec)
-        if isinstance(parsed, str):
-            return _Invalid(spec, f"bad event source `{spec}`: {parsed}")
-        return _TcpFeed(spec, *parsed, max_line_bytes=max_line_bytes)
-    if spec.startswith("unix:"):
-        path = spec[len("unix:"):]
-        if not path:
-            return _Invalid(spec, f"bad event source `{spec}`: expected `unix:PATH`")
-        return _UnixFeed(spec, path, max_line_bytes=max_line_bytes)
+    if spec.startswith(("tcp://", "unix:")):
+        # Imported here: the socket feeds build on Feed and Peer, defined above.
+        from mantle_stream._sockets import open_socket_feed
+
+        return open_socket_feed(spec, max_line_bytes=max_line_bytes, token=token,
+                                allow_remote=allow_remote, max_connections=max_connections,
+                                auth_timeout=auth_timeout, idle_timeout=idle_timeout,
+                                send_timeout=send_timeout)
     if not spec:
         return _Invalid(spec, f"bad event source: empty; expected {_FORMS}")
     if "://" in spec:
