@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -22,10 +23,10 @@ from rich.live import Live
 
 from mantle_stream import __version__
 from mantle_stream._engine import Evaluator
-from mantle_stream._errors import MantleStreamError, ScenarioError, UsageError
+from mantle_stream._errors import EventError, MantleStreamError, ScenarioError, UsageError
 from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
-from mantle_stream._outputs import JsonlWriter, write_junit
+from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
 from mantle_stream._report import EXIT_ERROR, EXIT_FAILED, Report, build_report, exit_status
 from mantle_stream._run import RunOutcome, Runner
 from mantle_stream._scenario import Scenario, load_scenarios
@@ -66,12 +67,28 @@ def _positive(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got `{text}`") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got `{text}`")
+    return value
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jsonl", metavar="PATH",
                    help="append one JSON line per verdict as it is decided")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
     p.add_argument("--fail-fast", action="store_true",
                    help="stop reading and exit 1 at the first failed assertion")
+    p.add_argument("--on-bad-event", choices=("fail", "skip"), default="fail",
+                   help="a malformed event: stop with exit 2 after reporting what was judged "
+                        "(fail, the default), or count it and go on (skip)")
+    p.add_argument("--reorder-window", type=_count, default=0, metavar="N",
+                   help="hold up to N events of a conversation that arrive after a gap in "
+                        "`sequence`, to apply them in order (default 0: apply on arrival)")
 
 
 def _add_live_options(p: argparse.ArgumentParser) -> None:
@@ -80,6 +97,21 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--linger", type=_seconds, default=1.0, metavar="SECONDS",
                    help="live sources: end this long after every conversation ended and "
                         "every client left; `never` keeps listening (default: 1)")
+    p.add_argument("--state", metavar="PATH",
+                   help="checkpoint every open conversation to PATH (atomically) and resume "
+                        "from it when restarted; removed when the run completes")
+    p.add_argument("--state-interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="how often to checkpoint with --state (default: 1)")
+    p.add_argument("--token", default=os.environ.get("MANTLE_STREAM_TOKEN"),
+                   help="sockets: a shared secret every client must send as its first line "
+                        "(default: $MANTLE_STREAM_TOKEN)")
+    p.add_argument("--listen-remote", action="store_true",
+                   help="allow tcp:// on a non-loopback address (set a --token too)")
+    p.add_argument("--max-connections", type=int, default=64, metavar="N",
+                   help="sockets: clients connected at once (default: 64)")
+    p.add_argument("--connection-idle-timeout", type=_positive, default=300.0,
+                   metavar="SECONDS",
+                   help="sockets: close a client that sent nothing for this long (default: 300)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -191,6 +223,10 @@ class _Session:
         self.plain = live and not self.live  # watch into a pipe: one line per verdict
         self.jsonl = JsonlWriter.open(args.jsonl) if args.jsonl else None
 
+    def on_bad(self, error: EventError) -> None:
+        """--on-bad-event=skip: say what was skipped, on standard error."""
+        print(f"mantle-stream: skipped {error}", file=sys.stderr, flush=True)
+
     def on_decisions(self, decisions: list[Decision]) -> None:
         if self.jsonl is not None:
             self.jsonl.write(decisions)
@@ -204,7 +240,8 @@ class _Session:
             statistics=self.evaluator.statistics(),
             elapsed=runner.elapsed, events_per_second=runner.events_per_second(),
             latest=tuple(runner.latest), stopped_early=tuple(runner.stopped_early),
-            source=self.source, final=final)
+            source=self.source, bad_events=self.evaluator.statistics().bad_events,
+            final=final)
 
     async def run(self, runner: Runner, feed: Feed,
                   extra: Callable[[anyio.abc.TaskGroup], Any] | None = None) -> RunOutcome:
@@ -262,6 +299,11 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
     elif session.plain:
         print(summary_line(session.snapshot(runner, final=True)), flush=True)
     _warn_unmatched(report)
+    if outcome.ending == "bad-event":
+        print(f"mantle-stream: error: {outcome.error}", file=sys.stderr)
+        print("mantle-stream: stopped at the bad event; the report holds what was judged "
+              "before it (use --on-bad-event=skip to go on past bad events)", file=sys.stderr)
+        return EXIT_ERROR
     if outcome.ending == "fail-fast":
         return EXIT_FAILED
     if outcome.ending == "cancelled":
@@ -284,13 +326,27 @@ def _warn_unmatched(report: Report) -> None:
 def _check_or_watch(args: argparse.Namespace) -> int:
     scenarios = _load(args.scenarios)
     source = "<stdin>" if args.events == "-" else args.events
-    evaluator = Evaluator(scenarios, source=source)
+    evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window)
+    if args.state:
+        saved = read_checkpoint(args.state)
+        if saved is not None:
+            evaluator.restore(saved)
+            print(f"mantle-stream: resuming from {args.state}", file=sys.stderr)
     session = _Session(args, evaluator, live=args.command == "watch", source=args.events)
 
     async def go() -> tuple[RunOutcome, Runner]:
         runner = Runner(evaluator, fail_fast=args.fail_fast, idle_timeout=args.idle_timeout,
-                        linger=args.linger, on_decisions=session.on_decisions)
-        async with open_feed(args.events) as feed:
+                        linger=args.linger, on_decisions=session.on_decisions,
+                        skip_bad_events=args.on_bad_event == "skip", on_bad=session.on_bad,
+                        state_path=args.state, state_interval=args.state_interval)
+        try:
+            feed_cm = open_feed(args.events, token=args.token or None,
+                                allow_remote=args.listen_remote,
+                                max_connections=args.max_connections,
+                                idle_timeout=args.connection_idle_timeout)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        async with feed_cm as feed:
             if feed.address and feed.live:
                 print(f"mantle-stream: listening on {feed.address}", file=sys.stderr,
                       flush=True)

@@ -13,7 +13,7 @@ No I/O, no clock: feeds, the CLI and the live view drive it from the edges.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -38,7 +38,7 @@ from mantle_stream._machines import ARM, Machine
 from mantle_stream._scenario import Scenario
 from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
 
-__all__ = ["ConversationState", "Evaluator", "UnmatchedConversation"]
+__all__ = ["Checkpoint", "ConversationState", "Evaluator", "UnmatchedConversation"]
 
 #: Events kept for a conversation that has not yet named its scenario.
 MAX_UNNAMED_BUFFER = 1000
@@ -62,15 +62,38 @@ class UnmatchedConversation(msgspec.Struct, frozen=True):
 
 
 class ConversationState(msgspec.Struct, frozen=True):
-    """Checkpoint of one open conversation: plain data, msgspec-serializable."""
+    """Checkpoint of one judged conversation: plain data, msgspec-serializable."""
 
     conversation_id: str
     scenario: str
     events: int
+    last_seq: int
     turn: int
     armed: list[int]
     results: list[Decision | None]
     machines: list[list[Any] | None]
+    finished: bool = False
+
+
+class Checkpoint(msgspec.Struct, frozen=True):
+    """Everything an evaluator needs to resume: see :meth:`Evaluator.checkpoint`."""
+
+    version: int
+    scenarios: list[str]
+    conversations: list[ConversationState]  # encoded once each after they finish
+    events: int = 0
+    late_events: int = 0
+    duplicates: int = 0
+    gaps: int = 0
+    bad_events: int = 0
+    decisions: int = 0
+    passed: int = 0
+    failed: int = 0
+
+
+_CHECKPOINT_VERSION = 1
+_checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
+_checkpoint_encoder = msgspec.json.Encoder()
 
 
 class _Irregular(Exception):
@@ -95,7 +118,7 @@ def _value_of(payload: Payload) -> Any:
 
 class _Conversation:
     __slots__ = ("armed", "buffer", "cid", "events", "finished", "held", "last_seq",
-                 "machines", "pending", "plan", "requested", "results", "turn")
+                 "machines", "pending", "plan", "replay_upto", "requested", "results", "turn")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
@@ -115,6 +138,7 @@ class _Conversation:
         # window, as a heap of (sequence, arrival, event).
         self.last_seq = -1
         self.held: list[tuple[int, int, Event]] | None = None
+        self.replay_upto = -1  # restored from a checkpoint: sequences applied before
 
 
 class Evaluator:
@@ -156,6 +180,10 @@ class Evaluator:
         self._held = 0  # events waiting in reorder windows now
         self._arrivals = 0  # tie-breaker keeping held events in arrival order
         self._releasing = False
+        self._bad = 0  # bad events skipped (on_bad)
+        self._source: str | None = None  # where the chunk being pushed came from
+        self._frozen: dict[str, msgspec.Raw] = {}  # encoded states of finished conversations
+        self._replayed = 0  # events already applied before a restore, seen again
         self._decisions = 0
         self._passed = 0
         self._failed = 0
@@ -180,6 +208,7 @@ class Evaluator:
         """Apply one JSON line (blank lines are ignored)."""
         if isinstance(line, str):
             line = line.encode()
+        self._source = None
         self._line += 1
         event = self._decoder.decode_line(line.rstrip(b"\r\n"), self._line)
         out: list[Decision] = []
@@ -190,14 +219,22 @@ class Evaluator:
                 raise self._locate(irregular.error, self._line, line) from None
         return out
 
-    def push_chunk(self, chunk: bytes, *, stop_at_failure: bool = False) -> list[Decision]:
+    def push_chunk(self, chunk: bytes, *, stop_at_failure: bool = False,
+                   on_bad: Callable[[EventError], object] | None = None,
+                   first_line: int | None = None, source: str | None = None) -> list[Decision]:
         """Apply a chunk of complete JSON lines (the fast path for files and sockets).
 
         The chunk must end at a line boundary; a trailing partial line is
         decoded as a line of its own. With ``stop_at_failure`` the events after
         the first one that fails an assertion are not applied (``--fail-fast``).
+        A bad event raises :class:`EventError` (the events before it are
+        applied); with ``on_bad`` it is reported there, skipped and counted, and
+        the rest of the chunk is applied. ``first_line`` and ``source`` name
+        where the chunk came from in error messages (a socket connection, say);
+        by default lines are counted across every chunk pushed.
         """
-        first = self._line + 1
+        first = self._line + 1 if first_line is None else first_line
+        self._source = source
         # Counting newlines as "length minus length without them" is several times
         # faster than bytes.count here (replace finds them with memchr).
         self._line += len(chunk) - len(chunk.replace(b"\n", b"")) + (
@@ -213,27 +250,52 @@ class Evaluator:
         if events is None:
             # Line by line: exact line numbers, legacy rows mapped, unknown kinds dropped.
             for offset, line in enumerate(chunk.split(b"\n")):
-                event = decoder.decode_line(line, first + offset)
-                if event is not None:
-                    try:
+                try:
+                    event = decoder.decode_line(line, first + offset)
+                    if event is not None:
                         self._run([event], out, stop_at_failure)
-                    except _Irregular as irregular:
-                        raise self._locate(irregular.error, first + offset, line) from None
-                    if stop_at_failure and self._failed_now(out):
-                        break
+                except (EventError, _Irregular) as exc:
+                    error = exc.error if isinstance(exc, _Irregular) else exc
+                    self._bad_event(self._locate(error, first + offset, line), on_bad)
+                if stop_at_failure and self._failed_now(out):
+                    break
             return out
-        try:
-            self._run(events, out, stop_at_failure, chunk, first)
-        except _Irregular as irregular:
-            raise self._locate(irregular.error, *_line_of(chunk, first, irregular.position)) \
-                from None
-        return out
+        start = 0
+        while True:
+            try:
+                self._run(events[start:] if start else events, out, stop_at_failure, chunk,
+                          first, start)
+                return out
+            except _Irregular as irregular:
+                position = start + irregular.position
+                self._bad_event(self._locate(irregular.error,
+                                             *_line_of(chunk, first, position)), on_bad)
+                start = position + 1
+                if stop_at_failure and self._failed_now(out):
+                    return out
+
+    def _bad_event(self, error: EventError,
+                   on_bad: Callable[[EventError], object] | None) -> None:
+        if on_bad is None:
+            raise error
+        self._bad += 1
+        on_bad(error)
 
     def _locate(self, exc: EventError, line_no: int, line: bytes) -> EventError:
-        if exc.line is not None:
+        source = self._source or self._decoder.source
+        if exc.line is not None and exc.source == source:
             return exc
-        return EventError(exc.message, source=self._decoder.source, line=line_no,
-                          excerpt=line.decode("utf-8", "replace").strip()[:120])
+        return EventError(exc.message, source=source,
+                          line=exc.line if exc.line is not None else line_no,
+                          excerpt=exc.excerpt or line.decode("utf-8", "replace").strip()[:120])
+
+    def release_held(self) -> list[Decision]:
+        """Apply every event waiting in a reorder window, giving up on the gaps."""
+        out: list[Decision] = []
+        for conv in list(self._open_convs.values()):
+            if conv.held:
+                self._release(conv, out, force=len(conv.held))
+        return out
 
     @staticmethod
     def _failed_now(out: list[Decision]) -> bool:
@@ -250,7 +312,7 @@ class Evaluator:
     # ------------------------------------------------------------------ core
 
     def _run(self, events: list[Event], out: list[Decision], stop_at_failure: bool = False,
-             chunk: bytes | None = None, first: int = 1) -> None:
+             chunk: bytes | None = None, first: int = 1, offset: int = 0) -> None:
         """Apply events in order: the hot path, kept in one function on purpose.
 
         Every event of every source passes through this loop, so routing is
@@ -279,8 +341,11 @@ class Evaluator:
                             payload_of(event)
                         except EventError as exc:
                             raise _Irregular(exc, position) from None
-                    line_no, line = _line_of(chunk or b"", first, position)
-                    decoded = self._decoder.decode_line(line, line_no)
+                    line_no, line = _line_of(chunk or b"", first, offset + position)
+                    try:
+                        decoded = self._decoder.decode_line(line, line_no)
+                    except EventError as exc:
+                        raise _Irregular(exc, position) from None
                     if decoded is None:
                         skipped += 1  # an unknown kind, counted by the decoder
                         continue
@@ -301,7 +366,12 @@ class Evaluator:
                 plan = conv.plan
                 if plan is None or conv.finished:
                     if conv.finished:
-                        self._late += 1
+                        if 0 <= event.sequence <= conv.replay_upto:
+                            self._replayed += 1
+                        elif 0 <= event.sequence <= conv.last_seq:
+                            self._duplicates += 1
+                        else:
+                            self._late += 1
                         continue
                     plan = self._await_scenario(conv, event, payload, out)
                     if plan is None:
@@ -312,7 +382,10 @@ class Evaluator:
                     if seq < 0:
                         seq = last + 1  # a legacy row without sequence: arrival order
                     elif seq <= last:
-                        self._duplicates += 1  # delivered twice, or too late to apply
+                        if seq <= conv.replay_upto:
+                            self._replayed += 1  # applied before the restart
+                        else:
+                            self._duplicates += 1  # delivered twice, or too late to apply
                         continue
                     elif self._hold(conv, seq, event, out):
                         continue  # waits for the missing sequences
@@ -358,8 +431,7 @@ class Evaluator:
         overflows, the oldest held event is applied across its gap.
         """
         if not self.reorder_window:
-            self._gaps += 1
-            return False
+            return False  # sequences may have gaps; without a window nothing waits
         held = conv.held
         if held is None:
             held = conv.held = []
@@ -550,41 +622,102 @@ class Evaluator:
             events=self._events, conversations=len(self._convs), open=len(self._open_convs),
             passed=self._passed, failed=self._failed, decisions=self._decisions,
             unknown_kinds=sum(self._decoder.unknown.values()), late_events=self._late,
+            duplicates=self._duplicates, gaps=self._gaps, held=self._held,
+            bad_events=self._bad, replayed=self._replayed,
             unmatched=len(self._convs) - self._judged,
         )
 
     # ------------------------------------------------------------------ checkpoints
 
     def conversation_state(self, conversation_id: str) -> ConversationState:
-        """The state of one judged, open conversation as plain data."""
+        """The state of one judged conversation as plain data."""
         conv = self._convs.get(conversation_id)
-        if conv is None or conv.plan is None or conv.finished:
-            raise UsageError(f"no open judged conversation `{conversation_id}`")
+        if conv is None or conv.plan is None:
+            raise UsageError(f"no judged conversation `{conversation_id}`")
         return ConversationState(
             conversation_id=conv.cid, scenario=conv.plan.scenario.name, events=conv.events,
-            turn=conv.turn, armed=list(conv.armed), results=list(conv.results),
+            last_seq=conv.last_seq, turn=conv.turn, armed=list(conv.armed),
+            results=list(conv.results),
             machines=[None if m is None else m.state() for m in conv.machines],
+            finished=conv.finished,
         )
 
     def restore_conversation(self, state: ConversationState) -> None:
-        """Re-open a conversation from :meth:`conversation_state` (same scenarios)."""
+        """Re-open (or re-record, if finished) a conversation from its state.
+
+        Events of it that arrive again with a sequence it already applied are
+        counted as replayed and skipped, so a feed can be re-read from the start.
+        """
         plan = self._by_name.get(state.scenario)
         if plan is None:
             raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
         conv = _Conversation(state.conversation_id, plan)
         conv.events, conv.turn, conv.armed = state.events, state.turn, list(state.armed)
+        conv.last_seq = conv.replay_upto = state.last_seq
         conv.results = list(state.results)
-        for index, machine_state in enumerate(state.machines):
-            machine = conv.machines[index]
-            if machine_state is None:
-                conv.machines[index] = None
-            elif machine is not None:
-                machine.restore(machine_state)
+        conv.finished = state.finished
+        if state.finished:
+            conv.machines = []
+        else:
+            for index, machine_state in enumerate(state.machines):
+                machine = conv.machines[index]
+                if machine_state is None:
+                    conv.machines[index] = None
+                elif machine is not None:
+                    machine.restore(machine_state)
         conv.pending = sum(1 for r in conv.results if r is None)
         if conv.cid not in self._convs:
             self._judged += 1
         self._convs[conv.cid] = conv
-        self._open_convs[conv.cid] = conv
+        if not conv.finished:
+            self._open_convs[conv.cid] = conv
+
+    def checkpoint(self) -> bytes:
+        """Every judged conversation's state and the counters, as JSON bytes.
+
+        Events held in a reorder window are not included: they were not
+        applied, so re-reading the feed delivers them again.
+        """
+        states: list[Any] = []
+        for conv in self._convs.values():
+            if conv.plan is None:
+                continue
+            if conv.finished:
+                # A finished conversation never changes again: encode it once.
+                frozen = self._frozen.get(conv.cid)
+                if frozen is None:
+                    frozen = self._frozen[conv.cid] = msgspec.Raw(
+                        _checkpoint_encoder.encode(self.conversation_state(conv.cid)))
+                states.append(frozen)
+            else:
+                states.append(self.conversation_state(conv.cid))
+        return _checkpoint_encoder.encode(Checkpoint(
+            version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
+            conversations=states,
+            events=self._events, late_events=self._late, duplicates=self._duplicates,
+            gaps=self._gaps, bad_events=self._bad, decisions=self._decisions,
+            passed=self._passed, failed=self._failed,
+        ))
+
+    def restore(self, data: bytes) -> None:
+        """Resume from :meth:`checkpoint` output (into a fresh evaluator, same scenarios)."""
+        try:
+            saved = _checkpoint_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise UsageError(f"not a mantle-stream checkpoint: {exc}") from None
+        if saved.version != _CHECKPOINT_VERSION:
+            raise UsageError(f"checkpoint version {saved.version} is not supported")
+        names = [p.scenario.name for p in self._plans]
+        if saved.scenarios != names:
+            raise UsageError("the checkpoint was taken with other scenarios "
+                             f"({', '.join(saved.scenarios)}); load the same ones to resume")
+        if self._convs:
+            raise UsageError("restore into a fresh evaluator")
+        for state in saved.conversations:
+            self.restore_conversation(state)
+        self._events, self._late = saved.events, saved.late_events
+        self._duplicates, self._gaps, self._bad = saved.duplicates, saved.gaps, saved.bad_events
+        self._decisions, self._passed, self._failed = saved.decisions, saved.passed, saved.failed
 
 
 def _result_of(conv: _Conversation) -> ConversationResult:

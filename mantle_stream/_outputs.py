@@ -23,7 +23,8 @@ from mantle_stream._errors import FeedError
 from mantle_stream._report import Report
 from mantle_stream._verdicts import Decision
 
-__all__ = ["JsonlRecord", "JsonlWriter", "junit_xml", "write_junit"]
+__all__ = ["JsonlRecord", "JsonlWriter", "junit_xml", "read_checkpoint", "remove_checkpoint",
+           "write_checkpoint", "write_junit"]
 
 
 class JsonlRecord(msgspec.Struct, frozen=True):
@@ -93,14 +94,52 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-def write_junit(path: str, report: Report) -> None:
-    """Write JUnit XML atomically (a reader never sees half a file)."""
-    data = junit_xml(report)
+def _write_atomically(path: str, data: bytes, *, durable: bool = False) -> None:
+    """Write-then-rename: a reader (or a restart) never sees half a file."""
     directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".junit-", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
         raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_junit(path: str, report: Report) -> None:
+    """Write JUnit XML atomically."""
+    _write_atomically(path, junit_xml(report))
+
+
+def write_checkpoint(path: str, data: bytes) -> None:
+    """Save an evaluator checkpoint (``--state``) atomically and durably."""
+    _write_atomically(path, data, durable=True)
+
+
+def read_checkpoint(path: str) -> bytes | None:
+    """The saved checkpoint, or None when there is none yet."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FeedError(f"cannot read the state file `{path}`: {exc.strerror}") from None
+
+
+def remove_checkpoint(path: str) -> None:
+    """The run completed: a later run with the same ``--state`` starts afresh."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise FeedError(f"cannot remove the state file `{path}`: {exc.strerror}") from None

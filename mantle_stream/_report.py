@@ -11,8 +11,8 @@ import msgspec
 from mantle_stream._engine import Evaluator, UnmatchedConversation
 from mantle_stream._verdicts import ConversationResult
 
-__all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "Report", "Summary", "build_report",
-           "exit_status"]
+__all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "Report", "Summary", "Warnings",
+           "build_report", "exit_status"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -43,10 +43,21 @@ class Summary(msgspec.Struct, frozen=True):
     unmatched: int = 0
 
 
+class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What the feed did wrong but did not stop the run (only non-zero counts)."""
+
+    bad_events: int = 0  # skipped with --on-bad-event=skip
+    duplicates: int = 0  # delivered again (or too late) and skipped
+    gaps: int = 0  # missing sequences given up on after the reorder window
+    late_events: int = 0  # arrived after their conversation ended
+    unknown_kinds: dict[str, int] = {}  # payload kinds this version does not know
+
+
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     conversations: list[ReportConversation]
     summary: Summary
     unmatched: list[UnmatchedConversation] = []
+    warnings: Warnings | None = None
 
     def to_json(self) -> bytes:
         return msgspec.json.format(msgspec.json.encode(self), indent=2)
@@ -67,6 +78,10 @@ def build_report(evaluator: Evaluator) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one)."""
     conversations = [_conversation(r) for r in evaluator.results()]
     unmatched = evaluator.unmatched()
+    stats = evaluator.statistics()
+    warnings = Warnings(bad_events=stats.bad_events, duplicates=stats.duplicates,
+                        gaps=stats.gaps, late_events=stats.late_events,
+                        unknown_kinds=dict(evaluator.decoder.unknown))
     return Report(
         conversations=conversations,
         summary=Summary(
@@ -77,6 +92,7 @@ def build_report(evaluator: Evaluator) -> Report:
             unmatched=len(unmatched),
         ),
         unmatched=unmatched,
+        warnings=warnings if warnings != Warnings() else None,
     )
 
 

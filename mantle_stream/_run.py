@@ -31,12 +31,14 @@ import anyio
 import msgspec
 
 from mantle_stream._engine import Evaluator
+from mantle_stream._errors import EventError
+from mantle_stream._outputs import remove_checkpoint, write_checkpoint
 from mantle_stream._feeds import Chunk, Feed, open_feed
 from mantle_stream._verdicts import Decision
 
 __all__ = ["RunOutcome", "Runner", "StopAssertion", "StopMessage", "run_feed"]
 
-Ending = Literal["end-of-input", "ended", "fail-fast", "cancelled"]
+Ending = Literal["end-of-input", "ended", "fail-fast", "cancelled", "bad-event"]
 
 
 class StopAssertion(msgspec.Struct, frozen=True):
@@ -68,6 +70,7 @@ class StopMessage(msgspec.Struct, frozen=True, tag_field="type", tag="stop"):
 class RunOutcome(msgspec.Struct, frozen=True):
     ending: Ending
     stopped_early: tuple[str, ...] = ()
+    error: str | None = None  # the bad event that ended the run ("bad-event")
 
 
 _encode = msgspec.json.Encoder().encode
@@ -79,8 +82,16 @@ class Runner:
     def __init__(self, evaluator: Evaluator, *, fail_fast: bool = False,
                  idle_timeout: float | None = None, linger: float | None = 1.0,
                  on_decisions: Callable[[list[Decision]], object] | None = None,
-                 on_stop: Callable[[StopMessage], object] | None = None) -> None:
+                 on_stop: Callable[[StopMessage], object] | None = None,
+                 on_bad: Callable[[EventError], object] | None = None,
+                 skip_bad_events: bool = False, state_path: str | None = None,
+                 state_interval: float = 1.0) -> None:
         self.evaluator = evaluator
+        self.on_bad = on_bad
+        self.skip_bad_events = skip_bad_events
+        self.state_path = state_path
+        self.state_interval = state_interval
+        self._error: EventError | None = None
         self.fail_fast = fail_fast
         self.idle_timeout = idle_timeout
         self.linger = linger
@@ -128,19 +139,37 @@ class Runner:
         with anyio.CancelScope() as scope:
             self._scope = scope
             async with anyio.create_task_group() as tg:
-                if feed.live or self.idle_timeout is not None:
+                if feed.live or self.idle_timeout is not None or self.state_path:
                     tg.start_soon(self._watchdog, feed)
-                await self._consume(feed)
+                try:
+                    await self._consume(feed)
+                except EventError as exc:  # strict policy: stop, keep what was judged
+                    self._error = exc
+                    self._ending = "bad-event"
                 tg.cancel_scope.cancel()
         if self._ending in ("end-of-input", "ended"):
             self._emit(self.evaluator.finish_all(), None)
+        if self.state_path is not None:
+            if self._ending in ("end-of-input", "ended"):
+                remove_checkpoint(self.state_path)  # complete: nothing to resume
+            else:
+                write_checkpoint(self.state_path, self.evaluator.checkpoint())
         self.ended = anyio.current_time()
-        return RunOutcome(self._ending, tuple(self.stopped_early))
+        return RunOutcome(self._ending, tuple(self.stopped_early),
+                          None if self._error is None else str(self._error))
+
+    def _bad(self, error: EventError) -> None:
+        if self.on_bad is not None:
+            self.on_bad(error)
 
     async def _consume(self, feed: Feed) -> None:
         evaluator = self.evaluator
+        on_bad = self._bad if self.skip_bad_events else None
         async for chunk in feed:
-            decisions = evaluator.push_chunk(chunk.data, stop_at_failure=self.fail_fast)
+            peer = chunk.peer
+            decisions = evaluator.push_chunk(
+                chunk.data, stop_at_failure=self.fail_fast, on_bad=on_bad,
+                first_line=chunk.first_line, source=None if peer is None else peer.name)
             if decisions:
                 await self._handle(decisions, chunk)
                 if self.fail_fast and any(d.verdict == "failed" for d in decisions):
@@ -199,11 +228,18 @@ class Runner:
         evaluator = self.evaluator
         tick = 0.1 if self.idle_timeout is None else min(0.1, self.idle_timeout / 4)
         last_seen: dict[str, tuple[int, float]] = {}
+        saved = anyio.current_time()
         while True:
             await anyio.sleep(tick)
             now = anyio.current_time()
             stats = evaluator.statistics()
             self._rate.append((now, stats.events))
+            if stats.held and now - feed.last_activity >= tick:
+                # The feed went quiet: a missing sequence is not coming soon.
+                await self._handle(evaluator.release_held(), None)
+            if self.state_path is not None and now - saved >= self.state_interval:
+                write_checkpoint(self.state_path, evaluator.checkpoint())
+                saved = now
             if self.idle_timeout is not None:
                 open_now = evaluator.open_conversations()
                 for cid in list(last_seen):

@@ -62,5 +62,10 @@ class Statistics(msgspec.Struct, frozen=True):
     failed: int = 0
     decisions: int = 0
     unknown_kinds: int = 0
-    late_events: int = 0
+    late_events: int = 0  # arrived after their conversation ended
     unmatched: int = 0
+    duplicates: int = 0  # at or below the last applied sequence: skipped
+    gaps: int = 0  # missing sequences given up on after the reorder window
+    held: int = 0  # waiting in reorder windows now
+    bad_events: int = 0  # skipped under on_bad / --on-bad-event=skip
+    replayed: int = 0  # already applied before a restore from a checkpoint

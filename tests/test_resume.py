@@ -1,0 +1,228 @@
+"""Crash-safe resume (--state), de-duplication, reordering and the bad-event policy."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mantle_stream as ms
+from mantle_stream._sources import read_chunks
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "eval"
+SCENARIOS = EXAMPLES / "scenarios"
+ALL_EVENTS = EXAMPLES / "events" / "all.jsonl"
+
+
+def evaluator(**options: Any) -> ms.Evaluator:
+    return ms.Evaluator(ms.load_scenarios([SCENARIOS]), **options)
+
+
+def report_of(ev: ms.Evaluator) -> dict[str, Any]:
+    return json.loads(ms.build_report(ev).to_json())
+
+
+def uninterrupted() -> dict[str, Any]:
+    ev = evaluator()
+    for chunk in read_chunks(str(ALL_EVENTS)):
+        ev.push_chunk(chunk)
+    ev.finish_all()
+    return report_of(ev)
+
+
+LINES = ALL_EVENTS.read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("cut", [1, 57, 200, 333, len(LINES) - 1])
+def test_restore_then_reread_from_the_start_gives_the_uninterrupted_report(cut: int) -> None:
+    first = evaluator()
+    first.push_chunk(b"".join(LINES[:cut]))
+    saved = first.checkpoint()
+    resumed = evaluator()
+    resumed.restore(saved)
+    resumed.push_chunk(b"".join(LINES))  # the whole feed again, as after a restart
+    resumed.finish_all()
+    assert report_of(resumed) == uninterrupted()
+    assert resumed.statistics().replayed == cut
+
+
+def test_a_checkpoint_from_other_scenarios_is_refused() -> None:
+    saved = evaluator().checkpoint()
+    other = ms.Evaluator(ms.load_scenarios([SCENARIOS / "transfer_mcp.yml"]))
+    with pytest.raises(ms.UsageError, match="taken with other scenarios"):
+        other.restore(saved)
+
+
+def test_duplicated_events_are_applied_once() -> None:
+    doubled = b"".join(line + line for line in LINES)  # at-least-once delivery
+    ev = evaluator()
+    ev.push_chunk(doubled)
+    ev.finish_all()
+    report = report_of(ev)
+    assert report.pop("warnings") == {"duplicates": len(LINES)}
+    assert report == uninterrupted()
+
+
+def test_a_repeated_tool_run_does_not_break_a_no_extra_calls_window() -> None:
+    scenario = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x", "goals": {"assertions": [
+            {"tools_within_one_turn": {"allow_extra_calls": False, "calls": [
+                {"tool_executed": {"tool_name": "a", "source": "local"}},
+                {"tool_executed": {"tool_name": "b", "source": "local"}}]}}]}}}))
+    ev = ms.Evaluator([scenario])
+    run_a = {"conversation_id": "c", "sequence": 1,
+             "tool_executed": {"tool_name": "a", "source": "local"}}
+    for event in ({"conversation_id": "c", "sequence": 0, "user": {}}, run_a, run_a,
+                  {"conversation_id": "c", "sequence": 2,
+                   "tool_executed": {"tool_name": "b", "source": "local"}},
+                  {"conversation_id": "c", "sequence": 3, "user": {}}):
+        ev.push_line(json.dumps(event))
+    [result] = ev.results()
+    assert (result.assertions[0].verdict, result.assertions[0].decided_at) == ("passed", 3)
+
+
+def swapped_feed(rng: random.Random) -> bytes:
+    """Adjacent events of one conversation swapped here and there."""
+    lines = list(LINES)
+    by_conversation: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        row = json.loads(line)
+        by_conversation.setdefault(row.get("conversation_id") or row["sender_id"], []).append(i)
+    for positions in by_conversation.values():
+        for a, b in zip(positions, positions[1:]):
+            if rng.random() < 0.1:
+                lines[a], lines[b] = lines[b], lines[a]
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_reorder_window_applies_slightly_reordered_events_in_sequence_order(
+        seed: int) -> None:
+    ev = evaluator(reorder_window=4)
+    ev.push_chunk(swapped_feed(random.Random(seed)))
+    ev.finish_all()
+    report = report_of(ev)
+    # transfer-ok-1 skips sequences 21-22 on purpose: that gap never fills.
+    assert report.pop("warnings") == {"gaps": 1}
+    assert report == uninterrupted()
+
+
+def test_without_a_window_a_late_event_is_counted_not_applied() -> None:
+    ev = evaluator()
+    ev.push_chunk(swapped_feed(random.Random(1)))
+    ev.finish_all()
+    assert ev.statistics().duplicates > 0  # too late to apply in order: reported
+
+
+def test_a_gap_that_never_fills_is_released_after_the_window() -> None:
+    scenario = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x", "goals": {"assertions": [
+            {"skill_activated": {"skill_id": "s"}}]}}}))
+    ev = ms.Evaluator([scenario], reorder_window=2)
+    line = '{{"conversation_id":"c","sequence":{},"user":{{}}}}'
+    assert ev.push_line(line.format(0)) == []
+    ev.push_line('{"conversation_id":"c","sequence":5,"skill_activated":{"skill_id":"s"}}')
+    assert ev.results()[0].assertions[0].verdict == "pending"  # waiting for 1..4
+    ev.push_line(line.format(6))
+    decided = ev.push_line(line.format(7))  # the window (2) overflows: 5 goes through
+    assert [(d.verdict, d.decided_at) for d in decided] == [("passed", 5)]
+    assert ev.statistics().gaps == 1
+
+
+def test_skip_policy_reports_bad_lines_and_judges_the_rest() -> None:
+    bad = b'{"conversation_id": "x", "sequence": 0}\n{not json\n'
+    feed = b"".join(LINES[:100]) + bad + b"".join(LINES[100:])
+    errors: list[ms.EventError] = []
+    ev = evaluator()
+    ev.push_chunk(feed, on_bad=errors.append)
+    ev.finish_all()
+    assert [(e.line, e.message.split(" (")[0]) for e in errors] == [
+        (101, "no payload key"), (102, "malformed JSON: JSON is malformed: object keys must "
+                                       "be strings")]
+    report = report_of(ev)
+    assert report.pop("warnings") == {"bad_events": 2}
+    assert report == uninterrupted()
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mantle_stream", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout, check=False)
+
+
+def test_cli_strict_policy_prints_what_was_judged_then_exits_2(tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
+    proc = run_cli("check", str(SCENARIOS), "--events", str(feed), "--format", "json")
+    assert proc.returncode == 2
+    assert f"{feed}:101: bad event: malformed JSON" in proc.stderr
+    assert "--on-bad-event=skip" in proc.stderr
+    report = json.loads(proc.stdout)
+    verdicts = {a["verdict"] for c in report["conversations"] for a in c["assertions"]}
+    assert "pending" in verdicts  # judged so far, not finished
+
+
+def test_cli_skip_policy_goes_on_and_counts(tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
+    proc = run_cli("check", str(SCENARIOS), "--events", str(feed), "--format", "json",
+                   "--on-bad-event", "skip")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report.pop("warnings") == {"bad_events": 1}
+    assert report == uninterrupted()
+    assert f"mantle-stream: skipped {feed}:101: bad event: malformed JSON" in proc.stderr
+
+
+def big_feed(path: Path) -> None:
+    """The examples repeated under fresh conversation ids: long enough to kill mid-run."""
+    out = []
+    for copy in range(60):
+        for line in LINES:
+            row = json.loads(line)
+            key = "conversation_id" if "conversation_id" in row else "sender_id"
+            row[key] = f"{row[key]}-{copy}"
+            out.append(json.dumps(row))
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.timeout(240)
+def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_report(
+        tmp_path: Path) -> None:
+    feed = tmp_path / "big.jsonl"
+    big_feed(feed)
+    args = ["check", str(SCENARIOS), "--events", str(feed), "--format", "json"]
+    started = time.monotonic()
+    clean = run_cli(*args)
+    took = time.monotonic() - started
+    assert clean.returncode == 1
+    rng = random.Random(5)
+    state = tmp_path / "state.json"
+    kills = 0
+    for attempt in range(8):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mantle_stream", *args, "--state", str(state),
+             "--state-interval", "0.02"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if attempt < 4:  # kill somewhere in the run (start-up included), then let it finish
+            time.sleep(rng.uniform(0.3, took))
+        if attempt < 4 and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+            proc.communicate(timeout=30)
+            continue
+        stdout, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 1
+        assert json.loads(stdout) == json.loads(clean.stdout)
+        assert not state.exists()  # complete: nothing left to resume
+        break
+    else:
+        pytest.fail("the run never completed")
+    assert kills >= 2, "the run was not interrupted often enough to prove anything"
