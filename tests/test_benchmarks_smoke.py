@@ -1,0 +1,47 @@
+"""Every benchmark script runs in its ``--quick`` smoke mode and prints its table.
+
+No thresholds on time: CI machines are too noisy for that, and the figures
+are read by people (benchmarks/README.md). This only keeps the scripts from
+rotting while the engine changes under them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+# script → a column heading of each table it prints
+TABLES = {
+    "throughput.py": ["stage", "NaiveLive µs/event"],
+    "latency.py": ["median"],
+    "memory.py": ["state B/conv (tracemalloc)"],
+    "routing.py": ["assertions", "µs per conversation"],
+    "feeds.py": ["path", "in memory"],
+}
+
+# Scripts deliberately not run here, with the reason.
+NOT_HERE = {
+    "soak.py": "work in progress; its exit status is 1 while verdicts may differ, "
+               "and its quick run takes up to 20 s",
+}
+
+
+def test_every_benchmark_script_is_smoke_tested_or_excused() -> None:
+    scripts = {p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_")}
+    assert scripts - NOT_HERE.keys() == set(TABLES)
+
+
+@pytest.mark.parametrize("script", sorted(TABLES), ids=lambda s: s.removesuffix(".py"))
+def test_benchmark_runs_quick_and_prints_its_tables(script: str) -> None:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"],
+                          capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith("machine: ")
+    headers = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    for heading in TABLES[script]:
+        assert any(heading in line for line in headers), f"no `{heading}` in:\n{done.stdout}"
