@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mantle_stream import _events as ev
+from mantle_stream._errors import CONTROL_ESCAPES
 from mantle_stream._machines import (
+    UNTOUCHED,
     FirstMatch,
     Forbidden,
     Machine,
@@ -61,7 +63,8 @@ RouteEntry = tuple["Callable[[Any], str] | None", dict[str, tuple[int, ...]], tu
 class Plan:
     """A compiled scenario: shared, immutable after construction."""
 
-    __slots__ = ("factories", "kinds", "routes", "scenario")
+    __slots__ = ("factories", "fresh_outcomes", "fresh_states", "kinds", "routes", "scenario",
+                 "untouched")
 
     def __init__(self, scenario: Scenario,
                  compiled: list[tuple[type[Machine], Any, set[Route]]]) -> None:
@@ -69,10 +72,22 @@ class Plan:
         self.kinds = tuple(a.kind for a in scenario.assertions)
         self.factories = tuple((cls, plan) for cls, plan, _ in compiled)
         self.routes = _route_table([routes for _, _, routes in compiled])
+        # What an assertion whose machine never saw an event ends as, and its
+        # state: the same for every conversation, so worked out once here.
+        fresh = [cls(plan) for cls, plan in self.factories]
+        self.fresh_outcomes = tuple((passed, reason.translate(CONTROL_ESCAPES))
+                                    for passed, reason in (m.finish() for m in fresh))
+        self.fresh_states = tuple(m.state() for m in fresh)
+        self.untouched: tuple[Any, ...] = (UNTOUCHED,) * len(fresh)
 
     def machines(self) -> list[Machine | None]:
         """Fresh machines for a new conversation."""
         return [cls(plan) for cls, plan in self.factories]
+
+    def machine(self, index: int) -> Machine:
+        """A fresh machine for one assertion (created on its first routed event)."""
+        cls, plan = self.factories[index]
+        return cls(plan)
 
 
 def _route_table(per_assertion: list[set[Route]]) -> dict[type[ev.Payload], RouteEntry]:

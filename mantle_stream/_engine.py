@@ -20,7 +20,7 @@ import msgspec
 from msgspec.structs import astuple
 
 from mantle_stream._compiler import Plan, compile_scenario
-from mantle_stream._errors import EventError, UsageError
+from mantle_stream._errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream._events import (
     MAX_LINE_BYTES,
     PAYLOAD_TYPES,
@@ -34,7 +34,7 @@ from mantle_stream._events import (
     parse_json_value,
     payload_of,
 )
-from mantle_stream._machines import ARM, Machine
+from mantle_stream._machines import ARM, UNTOUCHED
 from mantle_stream._scenario import Scenario
 from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
 
@@ -48,9 +48,6 @@ DEFAULT_REORDER_WINDOW = 0  # at-least-once brokers repeat; few reorder (see doc
 _PAYLOAD_COUNT = len(PAYLOAD_TYPES)
 _ONE_PAYLOAD_NONES = _PAYLOAD_COUNT - 1
 
-#: Control characters in user text quoted by a reason, written as escapes.
-_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
 class UnmatchedConversation(msgspec.Struct, frozen=True):
@@ -123,7 +120,7 @@ class _Conversation:
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
         self.plan = plan
-        self.machines: list[Machine | None] = plan.machines() if plan else []
+        self.machines: list[Any] = list(plan.untouched) if plan else []
         self.results: list[Decision | None] = [None] * len(self.machines)
         self.pending = len(self.machines)
         self.events = 0
@@ -207,7 +204,11 @@ class Evaluator:
     def push_line(self, line: bytes | str) -> list[Decision]:
         """Apply one JSON line (blank lines are ignored)."""
         if isinstance(line, str):
-            line = line.encode()
+            try:
+                line = line.encode()
+            except UnicodeEncodeError as exc:
+                raise EventError(f"not valid text ({exc.reason})", source=self._decoder.source,
+                                 line=self._line + 1) from None
         self._source = None
         self._line += 1
         event = self._decoder.decode_line(line.rstrip(b"\r\n"), self._line)
@@ -244,7 +245,7 @@ class Evaluator:
         if len(chunk) <= MAX_LINE_BYTES:  # else the slow path checks each line's length
             try:
                 events = decoder.decode_lines(chunk)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 pass  # a bad line somewhere: the slow path finds it and names it
         out: list[Decision] = []
         if events is None:
@@ -403,6 +404,8 @@ class Evaluator:
                     for index in wild if getter is None else keyed.get(getter(payload), wild):
                         machine = machines[index]
                         if machine is not None:
+                            if machine is UNTOUCHED:
+                                machine = machines[index] = plan.machine(index)
                             outcome = machine.step(payload, value, turn)
                             if outcome is not None:
                                 if outcome is ARM:
@@ -489,7 +492,7 @@ class Evaluator:
         plan = conv.plan
         assert plan is not None
         if not reason.isprintable():
-            reason = reason.translate(_ESCAPES)  # a reason is one line, whatever it quotes
+            reason = reason.translate(CONTROL_ESCAPES)  # a reason is one line, whatever it quotes
         decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
                             "passed" if passed else "failed", decided_at, reason, conv.turn)
         conv.machines[index] = None
@@ -534,7 +537,7 @@ class Evaluator:
                 self._open_convs.pop(conv.cid, None)
             return None
         conv.plan = plan
-        conv.machines = plan.machines()
+        conv.machines = list(plan.untouched)
         conv.results = [None] * len(conv.machines)
         conv.pending = len(conv.machines)
         self._judged += 1
@@ -573,8 +576,21 @@ class Evaluator:
         self._open_convs.pop(conv.cid, None)
         if conv.plan is None:
             return
+        plan = conv.plan
+        fresh, kinds, name, turn = plan.fresh_outcomes, plan.kinds, plan.scenario.name, conv.turn
+        results = conv.results
         for index, machine in enumerate(conv.machines):
-            if machine is not None:
+            if machine is UNTOUCHED:
+                # Never reached by an event: the plan's precomputed verdict. With
+                # many assertions this loop is most of a conversation's cost.
+                passed, reason = fresh[index]
+                decision = Decision(conv.cid, name, index, kinds[index],
+                                    "passed" if passed else "failed", None, reason, turn)
+                results[index] = decision
+                out.append(decision)
+                conv.pending -= 1
+                self._decisions += 1
+            elif machine is not None:
                 passed, reason = machine.finish()
                 self._decide(conv, index, passed, None, reason, out)
         conv.machines = []
@@ -638,7 +654,8 @@ class Evaluator:
             conversation_id=conv.cid, scenario=conv.plan.scenario.name, events=conv.events,
             last_seq=conv.last_seq, turn=conv.turn, armed=list(conv.armed),
             results=list(conv.results),
-            machines=[None if m is None else m.state() for m in conv.machines],
+            machines=[None if m is None else conv.plan.fresh_states[i] if m is UNTOUCHED
+                      else m.state() for i, m in enumerate(conv.machines)],
             finished=conv.finished,
         )
 
@@ -660,10 +677,10 @@ class Evaluator:
             conv.machines = []
         else:
             for index, machine_state in enumerate(state.machines):
-                machine = conv.machines[index]
                 if machine_state is None:
                     conv.machines[index] = None
-                elif machine is not None:
+                elif machine_state != plan.fresh_states[index]:
+                    machine = conv.machines[index] = plan.machine(index)
                     machine.restore(machine_state)
         conv.pending = sum(1 for r in conv.results if r is None)
         if conv.cid not in self._convs:

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mantle_stream._diagnostics import Diagnostic
 
-__all__ = ["EventError", "FeedError", "MantleStreamError", "ScenarioError", "UsageError"]
+__all__ = ["CONTROL_ESCAPES", "EventError", "FeedError", "MantleStreamError", "ScenarioError",
+           "UsageError"]
+
+#: Control characters written as escapes, so a message stays on one line.
+CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+CONTROL_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
 class MantleStreamError(Exception):
@@ -33,14 +38,16 @@ class EventError(MantleStreamError):
 
     def __init__(self, message: str, *, source: str = "<events>", line: int | None = None,
                  excerpt: str = "") -> None:
-        self.message = message
+        # Input text quoted in a message must not break it over lines (or send
+        # control sequences to a terminal).
+        self.message = message.translate(CONTROL_ESCAPES)
         self.source = source
         self.line = line
-        self.excerpt = excerpt
+        self.excerpt = excerpt.translate(CONTROL_ESCAPES)
         where = f"{source}:{line}" if line is not None else source
-        text = f"{where}: bad event: {message}"
-        if excerpt:
-            text += f"\n    {excerpt}"
+        text = f"{where}: bad event: {self.message}"
+        if self.excerpt:
+            text += f"\n    {self.excerpt}"
         super().__init__(text)
 
 

@@ -245,6 +245,8 @@ def parse_json_value(text: str, what: str) -> Any:
         return _json_decode(text)
     except msgspec.DecodeError as exc:
         raise EventError(f"{what} is not valid JSON ({exc}): {_excerpt(text)}") from None
+    except RecursionError:
+        raise EventError(f"{what} is nested too deeply") from None
 
 
 def _excerpt(text: str | bytes, limit: int = 120) -> str:
@@ -326,12 +328,14 @@ class EventDecoder:
             event = self._decoder.decode(line)
         except msgspec.ValidationError as exc:
             if str(exc).startswith("Object missing required field `conversation_id`"):
-                raw = self._generic.decode(line)
+                raw = self._raw(line, line_no)
                 if isinstance(raw, dict) and "event" in raw:
                     return self._legacy_row(line, line_no)
             raise self._error(str(exc), line_no, line) from None
         except msgspec.DecodeError as exc:
             raise self._error(f"malformed JSON: {exc}", line_no, line) from None
+        except RecursionError:
+            raise self._error("JSON nested too deeply", line_no, line) from None
         fields = astuple(event)
         if fields.count(None) == _ONE_PAYLOAD_NONES:
             return event
@@ -339,7 +343,7 @@ class EventDecoder:
 
     def _irregular(self, event: Event, line: bytes, line_no: int | None) -> Event | None:
         """No known payload, or several: a legacy row, an unknown kind, or a bad event."""
-        raw = self._generic.decode(line)
+        raw = self._raw(line, line_no)
         if not isinstance(raw, dict):
             raise self._error(f"expected a JSON object, got {type(raw).__name__}", line_no, line)
         if "event" in raw and not any(getattr(event, f) is not None for f in PAYLOAD_FIELDS):
@@ -363,6 +367,8 @@ class EventDecoder:
             row = self._legacy.decode(line)
         except msgspec.ValidationError as exc:
             raise self._error(f"legacy row: {exc}", line_no, line) from None
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise self._error(f"legacy row: malformed JSON: {exc}", line_no, line) from None
         conversation_id = row.conversation_id or row.sender_id
         if not conversation_id:
             raise self._error("legacy row without `sender_id`", line_no, line)
@@ -399,6 +405,15 @@ class EventDecoder:
             return Event(memory_cleared=MemoryCleared(name=row.name), **envelope)
         value_json = _json_encode(row.value).decode()
         return Event(memory_set=MemorySet(name=row.name, value_json=value_json), **envelope)
+
+    def _raw(self, line: bytes, line_no: int | None) -> Any:
+        """The line as plain JSON values, for the slow path's questions."""
+        try:
+            return self._generic.decode(line)
+        except msgspec.DecodeError as exc:
+            raise self._error(f"malformed JSON: {exc}", line_no, line) from None
+        except RecursionError:
+            raise self._error("JSON nested too deeply", line_no, line) from None
 
     def _error(self, message: str, line_no: int | None, line: bytes) -> EventError:
         return EventError(message, source=self.source, line=line_no, excerpt=_excerpt(line))

@@ -47,6 +47,7 @@ from mantle_stream._values import strict_equal
 
 __all__ = [
     "ARM",
+    "UNTOUCHED",
     "FirstMatch",
     "Forbidden",
     "Machine",
@@ -62,6 +63,24 @@ Outcome = tuple[bool, str]
 
 #: Returned by ``step`` to be shown the next ``user`` event (compared by identity).
 ARM: Outcome = (False, "armed for the end of the turn")
+
+
+class _Untouched:
+    """Stands in for a machine no event has reached yet in this conversation.
+
+    Most assertions see no event for most of a conversation (and some never
+    do): the engine creates a machine on its first routed event, and ends an
+    untouched one with the plan's precomputed outcome. Conversations then
+    cost a list slot per assertion, not an object.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNTOUCHED"
+
+
+UNTOUCHED = _Untouched()
 
 
 class Machine:

@@ -15,7 +15,7 @@ __all__ = ["AssertionResult", "ConversationResult", "Decision", "Statistics", "V
 Verdict = Literal["pending", "passed", "failed"]
 
 
-class Decision(msgspec.Struct, frozen=True):
+class Decision(msgspec.Struct, frozen=True, gc=False):
     """One assertion of one conversation was decided; it never changes again.
 
     ``decided_at`` is the ``sequence`` of the deciding event, or None when
@@ -33,7 +33,7 @@ class Decision(msgspec.Struct, frozen=True):
     turn: int = 0
 
 
-class AssertionResult(msgspec.Struct, frozen=True):
+class AssertionResult(msgspec.Struct, frozen=True, gc=False):
     index: int
     kind: str
     verdict: Verdict

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 Event = Mapping[str, Any]
 Result = tuple[str, int | None]
+Predicate = Callable[[Event], bool]
 
 PASSED = "passed"
 FAILED = "failed"
@@ -202,13 +203,13 @@ def matches_step(step: Mapping[str, Any], event: Event) -> bool:
     if kind == "bot_uttered":
         return matches_bot(spec, event)
     if kind == "memory_was_set":
-        return event["kind"] == "memory_set" and event["name"] == spec
+        return bool(event["kind"] == "memory_set" and event["name"] == spec)
     if kind == "memory_was_cleared":
-        return event["kind"] == "memory_cleared" and event["name"] == spec
+        return bool(event["kind"] == "memory_cleared" and event["name"] == spec)
     raise ValueError(f"not a sequencing step: {kind}")
 
 
-def first_match(events: Sequence[Event], predicate: Any) -> int | None:
+def first_match(events: Sequence[Event], predicate: Predicate) -> int | None:
     """Sequence of the first event satisfying ``predicate``, or None."""
     for event in events:
         if predicate(event):
@@ -216,7 +217,7 @@ def first_match(events: Sequence[Event], predicate: Any) -> int | None:
     return None
 
 
-def passed_at_first(events: Sequence[Event], predicate: Any) -> Result:
+def passed_at_first(events: Sequence[Event], predicate: Predicate) -> Result:
     """Positive check: passed at the first match, else failed at the end."""
     seq = first_match(events, predicate)
     if seq is None:
@@ -254,7 +255,7 @@ def eval_memory_was_cleared(
     for entry in entries:
 
         def is_clear(event: Event, entry: Mapping[str, Any] = entry) -> bool:
-            return event["kind"] == "memory_cleared" and event["name"] == entry["name"]
+            return bool(event["kind"] == "memory_cleared" and event["name"] == entry["name"])
 
         seq = first_match(events, is_clear)
         if seq is None:
@@ -266,8 +267,11 @@ def eval_memory_was_cleared(
 def eval_memory_was_not_set(
     entries: Sequence[Mapping[str, Any]], events: Sequence[Event]
 ) -> Result:
-    """Entries without a value fail at the key's first write; entries with a
-    value are judged at the end on the key's last write (clears ignored)."""
+    """No listed key written (or, with a value, last written with that value).
+
+    Entries without a value fail at the key's first write; entries with a
+    value are judged at the end on the key's last write (clears ignored).
+    """
     # Early failure: the earliest write of any key listed without a value.
     for event in events:
         if event["kind"] != "memory_set":
@@ -296,7 +300,7 @@ def assignment_exists(
     """
     if len(runs) < len(calls):
         return False
-    choices: Any
+    choices: Iterable[tuple[int, ...]]
     if ordered:
         choices = itertools.combinations(range(len(runs)), len(calls))
     else:
