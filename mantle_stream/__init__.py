@@ -24,7 +24,7 @@ from mantle_stream._errors import (
 )
 from mantle_stream._events import Event, EventDecoder
 from mantle_stream._report import Report, build_report, exit_status
-from mantle_stream._run import RunOutcome, Runner, StopMessage, run_feed
+from mantle_stream._run import Runner, RunOutcome, StopMessage, run_feed
 from mantle_stream._scenario import (
     Scenario,
     load_scenario_file,

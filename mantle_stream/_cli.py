@@ -29,7 +29,7 @@ from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
 from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
 from mantle_stream._report import EXIT_ERROR, EXIT_FAILED, Report, build_report, exit_status
-from mantle_stream._run import RunOutcome, Runner
+from mantle_stream._run import Runner, RunOutcome
 from mantle_stream._scenario import Scenario, load_scenarios
 from mantle_stream._table import ReportTable
 from mantle_stream._verdicts import Decision

@@ -112,7 +112,7 @@ async def _client(host: str, port: int, conv: DemoConversation, speed: float,
     async with stream, anyio.create_task_group() as tg:
         tg.start_soon(listen)
         sent = 0
-        for line, kind in zip(conv.lines, conv.kinds):
+        for line, kind in zip(conv.lines, conv.kinds, strict=True):
             delay = PACE.get(kind, OTHER_PACE) * rng.uniform(0.6, 1.4) / speed
             with anyio.move_on_after(delay):
                 await stopped.wait()

@@ -12,6 +12,7 @@ No I/O, no clock: feeds, the CLI and the live view drive it from the edges.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -36,7 +37,13 @@ from mantle_stream._events import (
 )
 from mantle_stream._machines import ARM, UNTOUCHED
 from mantle_stream._scenario import Scenario
-from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
+from mantle_stream._verdicts import (
+    AssertionResult,
+    ConversationResult,
+    Decision,
+    Statistics,
+    Verdict,
+)
 
 __all__ = ["Checkpoint", "ConversationState", "Evaluator", "UnmatchedConversation"]
 
@@ -243,10 +250,9 @@ class Evaluator:
         decoder = self._decoder
         events: list[Event] | None = None
         if len(chunk) <= MAX_LINE_BYTES:  # else the slow path checks each line's length
-            try:
+            # A bad line somewhere: the slow path below finds it and names it.
+            with contextlib.suppress(msgspec.DecodeError, RecursionError):
                 events = decoder.decode_lines(chunk)
-            except (msgspec.DecodeError, RecursionError):
-                pass  # a bad line somewhere: the slow path finds it and names it
         out: list[Decision] = []
         if events is None:
             # Line by line: exact line numbers, legacy rows mapped, unknown kinds dropped.
@@ -746,8 +752,8 @@ def _result_of(conv: _Conversation) -> ConversationResult:
         for i, r in enumerate(conv.results)
     )
     verdicts = {a.verdict for a in assertions}
-    verdict = ("failed" if "failed" in verdicts else "pending" if "pending" in verdicts
-               else "passed")
+    verdict: Verdict = ("failed" if "failed" in verdicts else "pending" if "pending" in verdicts
+                        else "passed")
     return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,
                               conv.finished, conv.turn)
 

@@ -138,9 +138,9 @@ class LifecycleMatcher(Matcher):
     def near_miss(self, payload: Payload, value: Any) -> str | None:
         if payload.kind != self.kind:
             return None
-        if self.block_id is not None and payload.block_id != self.block_id:  # type: ignore[attr-defined]
-            return f"block `{payload.block_id}` was {self.kind.rsplit('_', 1)[1]}, not " \
-                   f"`{self.block_id}`"  # type: ignore[attr-defined]
+        block_id = getattr(payload, "block_id", None)
+        if self.block_id is not None and block_id != self.block_id:
+            return f"block `{block_id}` was {self.kind.rsplit('_', 1)[1]}, not `{self.block_id}`"
         step = getattr(payload, "step_id", None)
         if self.step_id is not None and step != self.step_id:
             return f"it was {self.kind.rsplit('_', 1)[1]} at step `{step}`, expected " \
@@ -279,7 +279,7 @@ class BotMatcher(Matcher):
         if self.buttons is not None:
             if len(p.buttons) != len(self.buttons):
                 return False
-            for got, (title, button_payload) in zip(p.buttons, self.buttons):
+            for got, (title, button_payload) in zip(p.buttons, self.buttons, strict=True):
                 if got.title != title:
                     return False
                 if button_payload is not None and got.payload != button_payload:

@@ -10,12 +10,11 @@ test reporters read; it is written atomically at the end of the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import IO
-
 import os
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from typing import IO
 
 import msgspec
 
@@ -47,7 +46,7 @@ class JsonlWriter:
     @classmethod
     def open(cls, path: str) -> JsonlWriter:
         try:
-            return cls(open(path, "ab"))  # noqa: SIM115 - closed by close()
+            return cls(open(path, "ab"))
         except OSError as exc:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
 
@@ -91,7 +90,8 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
                 ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
     root.set("failures", str(total_failures))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    xml: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return xml + b"\n"
 
 
 def _write_atomically(path: str, data: bytes, *, durable: bool = False) -> None:

@@ -32,8 +32,8 @@ import msgspec
 
 from mantle_stream._engine import Evaluator
 from mantle_stream._errors import EventError
-from mantle_stream._outputs import remove_checkpoint, write_checkpoint
 from mantle_stream._feeds import Chunk, Feed, open_feed
+from mantle_stream._outputs import remove_checkpoint, write_checkpoint
 from mantle_stream._verdicts import Decision
 
 __all__ = ["RunOutcome", "Runner", "StopAssertion", "StopMessage", "run_feed"]

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -136,7 +136,7 @@ class BotCheck(msgspec.Struct, frozen=True):
     buttons: tuple[Button, ...] | None = None
 
 
-Step = Union[LifecycleCheck, ToolExecutedCheck, BotCheck, MemoryStep]
+Step = LifecycleCheck | ToolExecutedCheck | BotCheck | MemoryStep
 
 
 class SequencingCheck(msgspec.Struct, frozen=True):
@@ -144,10 +144,10 @@ class SequencingCheck(msgspec.Struct, frozen=True):
     kind: ClassVar[str] = "sequencing"
 
 
-Assertion = Union[
-    LifecycleCheck, MemoryCheck, ToolExecutedCheck, ToolsWithinOneTurnCheck, BotCheck,
-    SequencingCheck,
-]
+Assertion = (
+    LifecycleCheck | MemoryCheck | ToolExecutedCheck | ToolsWithinOneTurnCheck | BotCheck
+    | SequencingCheck
+)
 
 
 class Scenario(msgspec.Struct, frozen=True):

@@ -26,5 +26,5 @@ def strict_equal(a: Any, b: Any) -> bool:
     if ta is list:
         if len(a) != len(b):
             return False
-        return all(strict_equal(x, y) for x, y in zip(a, b))
+        return all(strict_equal(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
