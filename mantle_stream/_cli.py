@@ -58,24 +58,24 @@ def _seconds(text: str) -> float | None:
     return value
 
 
-def _positive(text: str) -> float:
+def _number(text: str, kind: Callable[[str], float], ok: Callable[[float], bool],
+            what: str) -> float:
+    """Parse a command-line number, with the same message for every way it can be wrong."""
     try:
-        value = float(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got `{text}`") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got `{text}`")
+        value = math.nan
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got `{text}`")
     return value
+
+
+def _positive(text: str) -> float:
+    return _number(text, float, lambda v: v > 0, "a number > 0")
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got `{text}`") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got `{text}`")
-    return value
+    return int(_number(text, int, lambda v: v >= 0, "a whole number >= 0"))
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:

@@ -52,6 +52,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mantle_stream._errors import CONTROL_ESCAPES
 from mantle_stream._table import MARKS, verdict_text
 from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
 
@@ -89,8 +90,6 @@ DEFAULT_HEIGHT = 30
 _STOP = "■"  # the stopped-early glyph; the header's "■ N stopped early" is its legend
 _STOP_STYLE = "magenta"
 _RANK = {"pending": 0, "failed": 1, "passed": 2}  # compact order: running, failed, passed
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-_CONTROL.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
 class LiveSnapshot(msgspec.Struct, frozen=True):
@@ -150,7 +149,7 @@ def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
 
 def _one_line(text: str) -> str:
     """Control characters escaped, so a reason quoting user text stays one safe line."""
-    return text.translate(_CONTROL)
+    return text.translate(CONTROL_ESCAPES)
 
 
 def _plural(n: int, noun: str) -> str:

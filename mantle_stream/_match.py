@@ -115,8 +115,7 @@ class LifecycleMatcher(Matcher):
             return False
         return self.step_id is None or p.step_id == self.step_id
 
-    def describe(self) -> str:
-        verb = _PAST[self.kind.rsplit("_", 1)[1]]
+    def _sentence(self, verb: str) -> str:
         if self.block_id is None:
             text = f"skill `{self.skill_id}` {verb}"
         else:
@@ -125,15 +124,11 @@ class LifecycleMatcher(Matcher):
             text += f" at step `{self.step_id}`"
         return text
 
+    def describe(self) -> str:
+        return self._sentence(_PAST[self.kind.rsplit("_", 1)[1]])
+
     def never(self) -> str:
-        verb = _PAST[self.kind.rsplit("_", 1)[1]]
-        if self.block_id is None:
-            text = f"skill `{self.skill_id}` was never {verb}"
-        else:
-            text = f"ordered block `{self.block_id}` of skill `{self.skill_id}` was never {verb}"
-        if self.step_id is not None:
-            text += f" at step `{self.step_id}`"
-        return text
+        return self._sentence("was never " + _PAST[self.kind.rsplit("_", 1)[1]])
 
     def near_miss(self, payload: Payload, value: Any) -> str | None:
         if payload.kind != self.kind:
