@@ -254,8 +254,9 @@ def start_server(scenario_path: Path, reorder_window: int) -> tuple[Server, tupl
         print("soak: warning: this mantle-stream has no --reorder-window yet; running without",
               file=sys.stderr)
         return start_server(scenario_path, 0)
-    raise SystemExit(f"soak: error: mantle-stream did not start listening "
-                     f"(exit {server.returncode}):\n{text}")
+    print(f"soak: error: mantle-stream did not start listening (exit {server.returncode}):\n"
+          f"{text}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 # --------------------------------------------------------------------------
@@ -330,6 +331,7 @@ class Comparison:
     detail_mismatches: int = 0  # same verdict, other decided_at or reason
     event_count_mismatches: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
+    offline_verdicts: Counter[str] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
 
 
@@ -353,6 +355,7 @@ def compare(report: dict[str, Any], offline: ms.Evaluator) -> Comparison:
         assertions = {a["index"]: a for a in conv.get("assertions", [])}
         for a in expected.assertions:
             out.assertions += 1
+            out.offline_verdicts[a.verdict] += 1
             mine = assertions.get(a.index)
             if mine is None or mine.get("verdict") != a.verdict:
                 out.verdict_mismatches += 1
@@ -469,6 +472,8 @@ def main() -> int:
               f"missing, {result.extra:,} extra); same verdict but other decided_at/reason: "
               f"{result.detail_mismatches:,}; other event counts: "
               f"{result.event_count_mismatches:,}")
+        print("  offline verdicts: " + ", ".join(
+            f"{n:,} {v}" for v, n in result.offline_verdicts.most_common()))
         if result.by_kind:
             print("  mismatches by assertion kind: " + ", ".join(
                 f"{k} {n:,}" for k, n in result.by_kind.most_common()))
