@@ -200,7 +200,10 @@ class Evaluator:
 
     def push(self, event: Event) -> list[Decision]:
         """Apply one parsed event; return the decisions it caused."""
-        payload_of(event)  # exactly one payload, or EventError
+        try:
+            payload_of(event)  # exactly one payload, or EventError
+        except EventError as exc:
+            raise EventError(exc.message, source=self._decoder.source) from None
         out: list[Decision] = []
         try:
             self._run([event], out)
@@ -210,14 +213,14 @@ class Evaluator:
 
     def push_line(self, line: bytes | str) -> list[Decision]:
         """Apply one JSON line (blank lines are ignored)."""
+        self._source = None
+        self._line += 1
         if isinstance(line, str):
             try:
                 line = line.encode()
             except UnicodeEncodeError as exc:
                 raise EventError(f"not valid text ({exc.reason})", source=self._decoder.source,
-                                 line=self._line + 1) from None
-        self._source = None
-        self._line += 1
+                                 line=self._line) from None
         event = self._decoder.decode_line(line.rstrip(b"\r\n"), self._line)
         out: list[Decision] = []
         if event is not None:
@@ -245,14 +248,21 @@ class Evaluator:
         self._source = source
         # Counting newlines as "length minus length without them" is several times
         # faster than bytes.count here (replace finds them with memchr).
-        self._line += len(chunk) - len(chunk.replace(b"\n", b"")) + (
+        lines = len(chunk) - len(chunk.replace(b"\n", b"")) + (
             0 if chunk.endswith(b"\n") or not chunk else 1)
+        self._line += lines
         decoder = self._decoder
         events: list[Event] | None = None
         if len(chunk) <= MAX_LINE_BYTES:  # else the slow path checks each line's length
             # A bad line somewhere: the slow path below finds it and names it.
             with contextlib.suppress(msgspec.DecodeError, RecursionError):
                 events = decoder.decode_lines(chunk)
+            if events is not None and len(events) != lines:
+                # Blank lines, or two JSON values on one line: only the line by
+                # line path can tell which event came from which line. (A chunk
+                # with both, in equal numbers, still reads as one event per value:
+                # finding that out would mean scanning every chunk.)
+                events = None
         out: list[Decision] = []
         if events is None:
             # Line by line: exact line numbers, legacy rows mapped, unknown kinds dropped.
@@ -263,7 +273,7 @@ class Evaluator:
                         self._run([event], out, stop_at_failure)
                 except (EventError, _Irregular) as exc:
                     error = exc.error if isinstance(exc, _Irregular) else exc
-                    self._bad_event(self._locate(error, first + offset, line), on_bad)
+                    self._bad_event(self._locate(error, first + offset, line), on_bad, out)
                 if stop_at_failure and self._failed_now(out):
                     break
             return out
@@ -276,14 +286,16 @@ class Evaluator:
             except _Irregular as irregular:
                 position = start + irregular.position
                 self._bad_event(self._locate(irregular.error,
-                                             *_line_of(chunk, first, position)), on_bad)
+                                             *_line_of(chunk, first, position)), on_bad, out)
                 start = position + 1
                 if stop_at_failure and self._failed_now(out):
                     return out
 
     def _bad_event(self, error: EventError,
-                   on_bad: Callable[[EventError], object] | None) -> None:
+                   on_bad: Callable[[EventError], object] | None,
+                   out: list[Decision]) -> None:
         if on_bad is None:
+            error.decisions = out  # made by the events before it: not to be lost
             raise error
         self._bad += 1
         on_bad(error)
@@ -332,9 +344,8 @@ class Evaluator:
         convs = self._convs
         decide = self._decide
         skipped = 0  # events not applied (unknown kinds), or not reached
-        event: Event | None = None
         try:
-            for event in events:
+            for position, event in enumerate(events):
                 fields = astuple(event)
                 # Payload fields come first in Event, so this compares 16 Nones by
                 # identity and one payload; the envelope fields never get compared.
@@ -342,7 +353,6 @@ class Evaluator:
                 if payloads.count(None) != _ONE_PAYLOAD_NONES:
                     # Not exactly one known payload: decode its line alone (a legacy
                     # row, an unknown kind, or a bad event that gets its line number).
-                    position = _index_of(events, event)
                     if chunk is None:
                         try:
                             payload_of(event)
@@ -366,7 +376,7 @@ class Evaluator:
                     try:
                         value = _value_of(payload)
                     except EventError as exc:
-                        raise _Irregular(exc, _index_of(events, event)) from None
+                        raise _Irregular(exc, position) from None
                 conv = convs.get(event.conversation_id)
                 if conv is None:
                     conv = self._open(event)
@@ -424,7 +434,7 @@ class Evaluator:
                 elif conv.held and conv.held[0][0] == seq + 1 and not self._releasing:
                     self._release(conv, out)
                 if stop_at_failure and out and self._failed_now(out):
-                    skipped += len(events) - _index_of(events, event) - 1
+                    skipped += len(events) - position - 1
                     return
         except _Irregular as irregular:
             skipped += len(events) - irregular.position
@@ -756,11 +766,6 @@ def _result_of(conv: _Conversation) -> ConversationResult:
                         else "passed")
     return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,
                               conv.finished, conv.turn)
-
-
-def _index_of(events: list[Event], event: Event) -> int:
-    """Position of ``event`` by identity (equal events may repeat in a feed)."""
-    return next(i for i, e in enumerate(events) if e is event)
 
 
 def _line_of(chunk: bytes, first: int, position: int) -> tuple[int, bytes]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mantle_stream._diagnostics import Diagnostic
+    from mantle_stream._verdicts import Decision
 
 __all__ = ["CONTROL_ESCAPES", "EventError", "FeedError", "MantleStreamError", "ScenarioError",
            "UsageError"]
@@ -44,6 +45,9 @@ class EventError(MantleStreamError):
         self.source = source
         self.line = line
         self.excerpt = excerpt.translate(CONTROL_ESCAPES)
+        # Set by Evaluator.push_chunk: the decisions the events before this one
+        # made, so a caller that stops here can still report them.
+        self.decisions: list[Decision] = []
         where = f"{source}:{line}" if line is not None else source
         text = f"{where}: bad event: {self.message}"
         if self.excerpt:

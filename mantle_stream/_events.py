@@ -299,7 +299,7 @@ class EventDecoder:
         """Decode complete lines; ``first_line`` is the 1-based number of the first."""
         try:
             events = self._decoder.decode_lines(chunk)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return self._slow(chunk, first_line)
         nones = _ONE_PAYLOAD_NONES
         for event in events:

@@ -144,6 +144,7 @@ class Runner:
                 try:
                     await self._consume(feed)
                 except EventError as exc:  # strict policy: stop, keep what was judged
+                    self._emit(exc.decisions, None)
                     self._error = exc
                     self._ending = "bad-event"
                 tg.cancel_scope.cancel()
