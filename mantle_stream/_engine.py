@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -51,6 +52,8 @@ __all__ = ["Checkpoint", "ConversationState", "Evaluator", "UnmatchedConversatio
 MAX_UNNAMED_BUFFER = 1000
 #: Events of one conversation held back waiting for a missing earlier sequence.
 DEFAULT_REORDER_WINDOW = 0  # at-least-once brokers repeat; few reorder (see docs)
+#: Event ids remembered per conversation for events that carry no sequence.
+RECENT_IDS = 64
 
 _PAYLOAD_COUNT = len(PAYLOAD_TYPES)
 _ONE_PAYLOAD_NONES = _PAYLOAD_COUNT - 1
@@ -122,7 +125,8 @@ def _value_of(payload: Payload) -> Any:
 
 class _Conversation:
     __slots__ = ("armed", "buffer", "cid", "events", "finished", "held", "last_seq",
-                 "machines", "pending", "plan", "replay_upto", "requested", "results", "turn")
+                 "machines", "pending", "plan", "recent_ids", "replay_upto", "requested",
+                 "results", "turn")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
@@ -143,6 +147,7 @@ class _Conversation:
         self.last_seq = -1
         self.held: list[tuple[int, int, Event]] | None = None
         self.replay_upto = -1  # restored from a checkpoint: sequences applied before
+        self.recent_ids: deque[str] | None = None  # ids of recent sequence-less events
 
 
 class Evaluator:
@@ -397,7 +402,12 @@ class Evaluator:
                 last = conv.last_seq
                 if seq != last + 1:
                     if seq < 0:
-                        seq = last + 1  # a legacy row without sequence: arrival order
+                        # A row without sequence (legacy): arrival order, and its
+                        # event_id is the only way to know it was seen before.
+                        if event.event_id and self._seen_id(conv, event.event_id):
+                            self._duplicates += 1
+                            continue
+                        seq = last + 1
                     elif seq <= last:
                         if seq <= conv.replay_upto:
                             self._replayed += 1  # applied before the restart
@@ -441,6 +451,16 @@ class Evaluator:
             raise
         finally:
             self._events += len(events) - skipped
+
+    def _seen_id(self, conv: _Conversation, event_id: str) -> bool:
+        """Remember the ids of recent sequence-less events (at most RECENT_IDS)."""
+        recent = conv.recent_ids
+        if recent is None:
+            recent = conv.recent_ids = deque(maxlen=RECENT_IDS)
+        elif event_id in recent:
+            return True
+        recent.append(event_id)
+        return False
 
     def _hold(self, conv: _Conversation, seq: int, event: Event,
               out: list[Decision]) -> bool:

@@ -105,7 +105,7 @@ def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path
                 == [(8, 19)]
             for x in first[20:]:
                 fh.write(x + "\n")
-        stdout, stderr = proc.communicate(timeout=30)
+        _, stderr = proc.communicate(timeout=30)
     finally:
         stop(proc)
     assert proc.returncode == 1, stderr

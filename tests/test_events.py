@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -21,6 +22,7 @@ from mantle_stream._events import (
 )
 from mantle_stream._sources import LineChunker
 
+# The example of spec/events.md, verbatim (long lines on purpose).
 SPEC_EXAMPLE = b"""\
 {"conversation_id":"c-17","sequence":0,"event_id":"e0","timestamp":"2026-12-02T10:00:00Z","session_started":{}}
 {"conversation_id":"c-17","sequence":1,"event_id":"e1","user":{"text":"my card is damaged"}}
@@ -166,7 +168,7 @@ def test_chunking_a_byte_stream_never_changes_the_events(cuts: list[int]) -> Non
     decoder = ms.EventDecoder()
     events: list[ms.Event] = []
     edges = [0, *sorted(cuts), len(SPEC_EXAMPLE)]
-    for start, end in zip(edges, edges[1:]):
+    for start, end in itertools.pairwise(edges):
         chunk = chunker.feed(SPEC_EXAMPLE[start:end])
         if chunk:
             events.extend(decoder.decode_chunk(chunk))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import signal
@@ -97,7 +98,7 @@ def swapped_feed(rng: random.Random) -> bytes:
         row = json.loads(line)
         by_conversation.setdefault(row.get("conversation_id") or row["sender_id"], []).append(i)
     for positions in by_conversation.values():
-        for a, b in zip(positions, positions[1:]):
+        for a, b in itertools.pairwise(positions):
             if rng.random() < 0.1:
                 lines[a], lines[b] = lines[b], lines[a]
     return b"".join(lines)
@@ -226,3 +227,20 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_report(
     else:
         pytest.fail("the run never completed")
     assert kills >= 2, "the run was not interrupted often enough to prove anything"
+
+
+def test_a_repeated_legacy_row_without_sequence_is_recognised_by_its_event_id() -> None:
+    scenario = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x", "goals": {"assertions": [
+            {"memory_was_set": [{"name": "a.b", "value": 1}]},
+            {"memory_was_not_set": [{"name": "a.b", "value": 2}]}]}}}))
+    ev = ms.Evaluator([scenario])
+    row = '{"event":"slot","sender_id":"c","event_id":"e1","name":"a.b","value":1}'
+    for line in (row, row, '{"event":"slot","sender_id":"c","name":"a.b","value":2}', row):
+        ev.push_line(line)
+    ev.finish_all()
+    [result] = ev.results()
+    # Without the id check the third copy of e1 would be a new last write of 1.
+    assert [a.verdict for a in result.assertions] == ["passed", "failed"]
+    assert ev.statistics().duplicates == 2
+    assert result.events == 2
