@@ -32,8 +32,9 @@ from collections.abc import Callable
 import anyio
 
 import mantle_stream as ms
-from _common import chunks, feed, machine, scenario
 from mantle_stream._feeds import open_feed
+
+from _common import chunks, feed, machine, scenario
 
 
 def in_memory(scen: ms.Scenario, data: bytes) -> Callable[[], ms.Evaluator]:

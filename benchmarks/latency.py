@@ -19,8 +19,9 @@ import time
 import anyio
 
 import mantle_stream as ms
-from _common import machine
 from mantle_stream._feeds import open_feed
+
+from _common import machine
 
 
 def line(cid: str, seq: int, **payload: object) -> bytes:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mantle_stream as ms
+
 from _baselines import PostHoc
 from _common import _payload, machine, scenario
 

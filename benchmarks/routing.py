@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 import mantle_stream as ms
+
 from _common import best_of, chunks, feed, machine, scenario
 
 SKILL_KINDS = ["skill_activated", "skill_completed", "skill_cancelled", "skill_interrupted",

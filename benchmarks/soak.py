@@ -47,9 +47,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from _common import conversation_lines, machine, scenario_assertions
 
 import mantle_stream as ms
+
+from _common import conversation_lines, machine, scenario_assertions
 
 LISTENING = re.compile(r"mantle-stream: listening on (tcp://(\S+):(\d+))")
 LINGER = 1.0

@@ -24,6 +24,7 @@ import time
 import msgspec
 
 import mantle_stream as ms
+
 from _baselines import NaiveLive, PostHoc, verdicts
 from _common import best_of, chunks, conversation_lines, feed, machine, scenario
 
