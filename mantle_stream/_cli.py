@@ -78,6 +78,10 @@ def _count(text: str) -> int:
     return int(_number(text, int, lambda v: v >= 0, "a whole number >= 0"))
 
 
+def _at_least_one(text: str) -> int:
+    return int(_number(text, int, lambda v: v >= 1, "a whole number >= 1"))
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jsonl", metavar="PATH",
                    help="append one JSON line per verdict as it is decided")
@@ -108,7 +112,7 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
                         "(default: $MANTLE_STREAM_TOKEN)")
     p.add_argument("--listen-remote", action="store_true",
                    help="allow tcp:// on a non-loopback address (set a --token too)")
-    p.add_argument("--max-connections", type=int, default=64, metavar="N",
+    p.add_argument("--max-connections", type=_at_least_one, default=64, metavar="N",
                    help="sockets: clients connected at once (default: 64)")
     p.add_argument("--connection-idle-timeout", type=_positive, default=300.0,
                    metavar="SECONDS",
@@ -144,9 +148,13 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a built-in simulator streaming into the live view")
     demo.add_argument("--speed", type=_positive, default=1.0,
                       help="pace multiplier: 2 plays twice as fast (default: 1)")
-    demo.add_argument("--concurrency", type=int, default=5,
+    demo.add_argument("--concurrency", type=_at_least_one, default=5,
                       help="conversations running at once (default: 5)")
-    _add_run_options(demo)
+    demo.add_argument("--jsonl", metavar="PATH",
+                      help="append one JSON line per verdict as it is decided")
+    demo.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
+    demo.add_argument("--fail-fast", action="store_true",
+                      help="stop at the first failed assertion")
     return parser
 
 
@@ -208,7 +216,7 @@ def _print_diagnostics(exc: ScenarioError) -> None:
 
 
 def _validate(paths: list[str]) -> int:
-    for s in load_scenarios(paths):
+    for s in _load(paths):
         n = len(s.assertions)
         print(f"{s.path}: ok: `{s.name}`, {n} assertion{'s' if n != 1 else ''}")
     return 0
@@ -216,12 +224,7 @@ def _validate(paths: list[str]) -> int:
 
 def _load(paths: list[str]) -> list[Scenario]:
     scenarios = load_scenarios(paths)
-    names: dict[str, str] = {}
-    for s in scenarios:
-        if s.name in names:
-            raise UsageError(f"two scenarios are named `{s.name}`: {names[s.name]} and {s.path}; "
-                             "metadata.scenario could not tell them apart")
-        names[s.name] = s.path
+    Evaluator(scenarios)  # refuses names and file stems that would be ambiguous
     return scenarios
 
 

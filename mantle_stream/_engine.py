@@ -92,7 +92,6 @@ class Checkpoint(msgspec.Struct, frozen=True):
     late_events: int = 0
     duplicates: int = 0
     gaps: int = 0
-    bad_events: int = 0
     decisions: int = 0
     passed: int = 0
     failed: int = 0
@@ -174,7 +173,13 @@ class Evaluator:
             raise UsageError("an evaluator needs at least one scenario")
         self._by_name: dict[str, Plan] = {}
         for plan in self._plans:
-            for name in (plan.scenario.stem, plan.scenario.name):
+            for name in {plan.scenario.stem, plan.scenario.name}:
+                other = self._by_name.get(name)
+                if other is not None and len(self._plans) > 1:
+                    raise UsageError(
+                        f"`{name}` names two scenarios ({other.scenario.path} and "
+                        f"{plan.scenario.path}): metadata.scenario could not tell them apart; "
+                        "rename one (its `name`, or its file)")
                 self._by_name[name] = plan
         self._single = self._plans[0] if len(self._plans) == 1 else None
         self._convs: dict[str, _Conversation] = {}
@@ -390,10 +395,14 @@ class Evaluator:
                     if conv.finished:
                         if 0 <= event.sequence <= conv.replay_upto:
                             self._replayed += 1
+                            skipped += 1
                         elif 0 <= event.sequence <= conv.last_seq:
                             self._duplicates += 1
                         else:
                             self._late += 1
+                            # Late events move the replay mark too, so a resumed
+                            # run does not count them twice.
+                            conv.last_seq = max(conv.last_seq, event.sequence)
                         continue
                     plan = self._await_scenario(conv, event, payload, out)
                     if plan is None:
@@ -411,6 +420,7 @@ class Evaluator:
                     elif seq <= last:
                         if seq <= conv.replay_upto:
                             self._replayed += 1  # applied before the restart
+                            skipped += 1
                         else:
                             self._duplicates += 1  # delivered twice, or too late to apply
                         continue
@@ -748,7 +758,7 @@ class Evaluator:
             version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
             conversations=states,
             events=self._events, late_events=self._late, duplicates=self._duplicates,
-            gaps=self._gaps, bad_events=self._bad, decisions=self._decisions,
+            gaps=self._gaps, decisions=self._decisions,
             passed=self._passed, failed=self._failed,
         ))
 
@@ -769,7 +779,9 @@ class Evaluator:
         for state in saved.conversations:
             self.restore_conversation(state)
         self._events, self._late = saved.events, saved.late_events
-        self._duplicates, self._gaps, self._bad = saved.duplicates, saved.gaps, saved.bad_events
+        self._duplicates, self._gaps = saved.duplicates, saved.gaps
+        # Bad lines are not checkpointed: they belong to no conversation, and
+        # re-reading the feed meets (and counts) them again.
         self._decisions, self._passed, self._failed = saved.decisions, saved.passed, saved.failed
 
 

@@ -12,18 +12,19 @@ Decoding strategy (the hot path of the whole tool):
   and the envelope fields have non-None defaults, so ``astuple(event)`` holds
   exactly ``len(PAYLOAD_FIELDS) - 1`` Nones for a good event and the payload is
   its first truthy item: both checks run in C.
-* :meth:`EventDecoder.decode_chunk` decodes a whole chunk of lines with
-  ``decode_lines``. Anything unusual in the chunk (a decode error, a legacy
-  row, an unknown payload kind) sends just that chunk down the slow path,
-  which decodes line by line to name the exact line and to map legacy rows.
+* The engine (``Evaluator.push_chunk``) decodes a whole chunk of lines at
+  once with :meth:`EventDecoder.decode_lines`. A line that is not one regular
+  event (a legacy row, an unknown kind, a bad event) is decoded again on its
+  own with :meth:`EventDecoder.decode_line`, which names the exact line and
+  maps legacy rows; :meth:`EventDecoder.decode_chunk` is that slow path for a
+  whole chunk, for callers that want events without an evaluator.
 * Every struct is ``gc=False``: events hold no cycles, and keeping millions of
   them out of the garbage collector's reach keeps collections short.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec.structs import astuple
@@ -195,7 +196,8 @@ class Event(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     session_ended: SessionEnded | None = None
     # Envelope. Defaults are deliberately not None (see the module docstring).
     conversation_id: str
-    sequence: int = -1
+    # Required on the wire (>= 0); only legacy rows without one get -1 (arrival order).
+    sequence: Annotated[int, msgspec.Meta(ge=0)]
     event_id: str = ""
     timestamp: str | float = ""
     session_id: str = ""
@@ -380,10 +382,9 @@ class EventDecoder:
             "conversation_id": conversation_id,
             "sequence": -1 if row.sequence is None else row.sequence,
             "event_id": row.event_id or "",
+            "metadata": row.metadata or {},  # metadata.scenario names the scenario
         }
-        if row.timestamp is not None and not (
-            isinstance(row.timestamp, float) and math.isnan(row.timestamp)
-        ):
+        if row.timestamp is not None:
             envelope["timestamp"] = row.timestamp
         if row.event == "user":
             return Event(user=User(text=row.text), **envelope)

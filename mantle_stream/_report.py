@@ -35,12 +35,15 @@ class ReportConversation(msgspec.Struct, frozen=True):
     assertions: list[ReportAssertion]
 
 
-class Summary(msgspec.Struct, frozen=True):
+class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
     conversations: int
     passed: int
     failed: int
     assertions: int
-    unmatched: int = 0
+    unmatched: int
+    # False (and shown) only when the run stopped before its end (--fail-fast,
+    # a bad event, Ctrl-C): then verdicts not yet decided are "pending".
+    complete: bool = True
 
 
 class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -90,6 +93,8 @@ def build_report(evaluator: Evaluator) -> Report:
             failed=sum(1 for c in conversations if c.verdict == "failed"),
             assertions=sum(len(c.assertions) for c in conversations),
             unmatched=len(unmatched),
+            complete=not any(a.verdict == "pending" for c in conversations
+                             for a in c.assertions),
         ),
         unmatched=unmatched,
         warnings=warnings if warnings != Warnings() else None,

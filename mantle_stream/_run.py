@@ -199,10 +199,11 @@ class Runner:
         """Stop messages for conversations this batch settled before their end."""
         evaluator = self.evaluator
         messages = []
+        # Per conversation: its first failure in this batch, else its last decision.
         seen: dict[str, Decision] = {}
         for d in decisions:
-            first = seen.get(d.conversation_id)
-            if first is None or (first.verdict != "failed" and d.verdict == "failed"):
+            kept = seen.get(d.conversation_id)
+            if kept is None or kept.verdict != "failed":
                 seen[d.conversation_id] = d
         for cid, decision in seen.items():
             if cid in self._notified or not evaluator.is_settled(cid):
@@ -212,12 +213,12 @@ class Runner:
                 continue  # it ended by itself: nothing to save
             self._notified.add(cid)
             self.stopped_early.append(cid)
-            failed = next((a for a in result.assertions if a.verdict == "failed"), None)
-            basis = failed or result.assertions[decision.index]
+            # Settled now, so this batch holds the first failure, or (all passed)
+            # the last decision.
             message = StopMessage(
-                conversation_id=cid, verdict="failed" if failed else "passed",
-                assertion=StopAssertion(basis.index, basis.kind, basis.verdict,
-                                        basis.decided_at, basis.reason),
+                conversation_id=cid, verdict=result.verdict,
+                assertion=StopAssertion(decision.index, decision.kind, decision.verdict,
+                                        decision.decided_at, decision.reason),
                 events=result.events)
             if self.on_stop is not None:
                 self.on_stop(message)

@@ -174,3 +174,20 @@ def test_chunking_a_byte_stream_never_changes_the_events(cuts: list[int]) -> Non
             events.extend(decoder.decode_chunk(chunk))
     events.extend(decoder.decode_chunk(chunker.flush()))
     assert events == decode(SPEC_EXAMPLE)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    (b'{"conversation_id":"c","user":{}}', "Object missing required field `sequence`"),
+    (b'{"conversation_id":"c","sequence":-3,"user":{}}',
+     "Expected `int` >= 0 - at `$.sequence`"),
+], ids=["missing", "negative"])
+def test_a_protojson_event_needs_a_sequence_of_zero_or_more(line: bytes, message: str) -> None:
+    with pytest.raises(ms.EventError) as info:
+        decode(line + b"\n")
+    assert info.value.message == message
+
+
+def test_legacy_rows_keep_their_metadata_so_they_can_name_a_scenario() -> None:
+    [event] = decode(b'{"event":"user","sender_id":"c","text":"hi",'
+                     b'"metadata":{"scenario":"Card"}}\n')
+    assert event.metadata == {"scenario": "Card"}

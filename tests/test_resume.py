@@ -273,3 +273,38 @@ def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: P
     assert "resuming from" in resumed.stderr
     assert json.loads(resumed.stdout) == uninterrupted()
     assert not state.exists()
+
+
+def test_a_resumed_run_counts_late_events_and_bad_lines_once() -> None:
+    late = b'{"conversation_id":"card-replace-ok-1","sequence":999,"user":{}}\n'
+    feed = b"".join(LINES) + late + b"{oops\n"
+    first = evaluator()
+    first.push_chunk(feed, on_bad=lambda e: None)
+    clean = report_of(first)
+    clean_events = first.statistics().events
+    resumed = evaluator()
+    resumed.restore(first.checkpoint())
+    resumed.push_chunk(feed, on_bad=lambda e: None)  # the whole feed again
+    assert report_of(resumed) == clean
+    assert clean["warnings"] == {"bad_events": 1, "late_events": 1}
+    assert resumed.statistics().events == clean_events
+
+
+def test_a_scenario_name_that_is_another_files_stem_is_refused(tmp_path: Path) -> None:
+    body = {"scenario": {"name": "b", "simulation_context": "x"}}
+    (tmp_path / "a.yml").write_text(json.dumps(body))
+    (tmp_path / "b.yml").write_text(json.dumps({"scenario": {"name": "other",
+                                                             "simulation_context": "x"}}))
+    with pytest.raises(ms.UsageError, match="`b` names two scenarios"):
+        ms.Evaluator(ms.load_scenarios([tmp_path]))
+    proc = run_cli("validate", str(tmp_path))
+    assert proc.returncode == 2
+    assert "metadata.scenario could not tell them apart" in proc.stderr
+
+
+def test_a_report_of_a_stopped_run_says_it_is_not_complete(tmp_path: Path) -> None:
+    proc = run_cli("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--format", "json",
+                   "--fail-fast")
+    summary = json.loads(proc.stdout)["summary"]
+    assert summary["complete"] is False
+    assert "complete" not in uninterrupted()["summary"]
