@@ -42,7 +42,10 @@ def main(host: str, port: int, path: str) -> None:
                 stop = None
                 while select.select([sock], [], [], wait)[0]:
                     wait = 0.0
-                    pending += sock.recv(65536)
+                    data = sock.recv(65536)
+                    if not data:
+                        raise SystemExit("mantle-stream closed the connection")
+                    pending += data
                     while b"\n" in pending:
                         line, pending = pending.split(b"\n", 1)
                         message = json.loads(line)

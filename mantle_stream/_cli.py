@@ -253,12 +253,13 @@ class _Session:
                 print(decision_line(d), flush=True)
 
     def snapshot(self, runner: Runner, *, final: bool = False) -> LiveSnapshot:
+        statistics = self.evaluator.statistics()
         return LiveSnapshot(
             conversations=tuple(self.evaluator.results()),
-            statistics=self.evaluator.statistics(),
+            statistics=statistics,
             elapsed=runner.elapsed, events_per_second=runner.events_per_second(),
             latest=tuple(runner.latest), stopped_early=tuple(runner.stopped_early),
-            source=self.source, bad_events=self.evaluator.statistics().bad_events,
+            source=self.source, bad_events=statistics.bad_events,
             final=final)
 
     async def run(self, runner: Runner, feed: Feed,

@@ -55,8 +55,7 @@ DEFAULT_REORDER_WINDOW = 0  # at-least-once brokers repeat; few reorder (see doc
 #: Event ids remembered per conversation for events that carry no sequence.
 RECENT_IDS = 64
 
-_PAYLOAD_COUNT = len(PAYLOAD_TYPES)
-_ONE_PAYLOAD_NONES = _PAYLOAD_COUNT - 1
+_PAYLOAD_COUNT = len(PAYLOAD_TYPES)  # Event's first fields, one per payload kind
 
 
 
@@ -360,7 +359,7 @@ class Evaluator:
                 # Payload fields come first in Event, so this compares 16 Nones by
                 # identity and one payload; the envelope fields never get compared.
                 payloads = fields[:_PAYLOAD_COUNT]
-                if payloads.count(None) != _ONE_PAYLOAD_NONES:
+                if payloads.count(None) != _PAYLOAD_COUNT - 1:
                     # Not exactly one known payload: decode its line alone (a legacy
                     # row, an unknown kind, or a bad event that gets its line number).
                     if chunk is None:

@@ -33,6 +33,7 @@ from mantle_stream._errors import EventError
 
 __all__ = [
     "MAX_LINE_BYTES",
+    "MAX_UNKNOWN_KINDS",
     "PAYLOAD_TYPES",
     "Bot",
     "BotButton",
@@ -62,6 +63,8 @@ __all__ = [
 
 #: Longest line accepted; a longer one is a bad event (memory stays bounded).
 MAX_LINE_BYTES = 1 << 20
+#: Distinct unknown payload kinds counted by name; the rest count as "(others)".
+MAX_UNKNOWN_KINDS = 100
 
 
 class Payload(msgspec.Struct, frozen=True, gc=False):
@@ -359,7 +362,7 @@ class EventDecoder:
             raise self._error("no payload key (expected exactly one, such as `user`, `bot`, "
                               "`tool_executed`, `memory_set`)", line_no, line)
         if not known and len(others) == 1:
-            self.unknown[others[0]] = self.unknown.get(others[0], 0) + 1
+            self._count_unknown(others[0])
             return None
         names = ", ".join(f"`{k}`" for k in [*known, *others])
         raise self._error(f"expected exactly one payload key, found {names}", line_no, line)
@@ -375,8 +378,7 @@ class EventDecoder:
         if not conversation_id:
             raise self._error("legacy row without `sender_id`", line_no, line)
         if row.event not in _LEGACY_KINDS:
-            key = f"legacy:{row.event}"
-            self.unknown[key] = self.unknown.get(key, 0) + 1
+            self._count_unknown(f"legacy:{row.event}")
             return None
         envelope: dict[str, Any] = {
             "conversation_id": conversation_id,
@@ -406,6 +408,12 @@ class EventDecoder:
             return Event(memory_cleared=MemoryCleared(name=row.name), **envelope)
         value_json = _json_encode(row.value).decode()
         return Event(memory_set=MemorySet(name=row.name, value_json=value_json), **envelope)
+
+    def _count_unknown(self, kind: str) -> None:
+        # Bounded: a hostile feed could invent a new key on every line.
+        if kind not in self.unknown and len(self.unknown) >= MAX_UNKNOWN_KINDS:
+            kind = "(others)"
+        self.unknown[kind] = self.unknown.get(kind, 0) + 1
 
     def _raw(self, line: bytes, line_no: int | None) -> Any:
         """The line as plain JSON values, for the slow path's questions."""

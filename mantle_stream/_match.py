@@ -23,7 +23,6 @@ from mantle_stream._events import (
     ToolExecuted,
 )
 from mantle_stream._scenario import (
-    LIFECYCLE_TOOLS,
     BotCheck,
     LifecycleCheck,
     MemoryStep,
@@ -41,7 +40,6 @@ __all__ = [
     "Route",
     "ToolMatcher",
     "fmt_value",
-    "is_counted_run",
     "matcher_for",
 ]
 
@@ -59,11 +57,6 @@ def fmt_value(value: Any) -> str:
     kind = {bool: "boolean", int: "integer", float: "number", str: "string",
             list: "list", dict: "object"}.get(type(value), type(value).__name__)
     return f"`{text}` ({kind})"
-
-
-def is_counted_run(payload: ToolExecuted) -> bool:
-    """Lifecycle tools are not counted by tools_within_one_turn."""
-    return not (payload.source == "local" and payload.tool_name in LIFECYCLE_TOOLS)
 
 
 class Matcher:
@@ -88,18 +81,15 @@ class Matcher:
         return None
 
 
-_PAST = {
-    "activated": "activated", "completed": "completed", "cancelled": "cancelled",
-    "interrupted": "interrupted", "resumed": "resumed", "entered": "entered",
-}
 
 
 class LifecycleMatcher(Matcher):
-    __slots__ = ("block_id", "check", "kind", "skill_id", "step_id")
+    __slots__ = ("block_id", "check", "kind", "skill_id", "step_id", "verb")
 
     def __init__(self, check: LifecycleCheck) -> None:
         self.check = check
         self.kind = check.kind
+        self.verb = check.kind.rsplit("_", 1)[1]  # skill_cancelled -> "cancelled"
         self.skill_id = check.skill_id
         self.block_id = check.block_id
         self.step_id = check.step_id
@@ -125,20 +115,20 @@ class LifecycleMatcher(Matcher):
         return text
 
     def describe(self) -> str:
-        return self._sentence(_PAST[self.kind.rsplit("_", 1)[1]])
+        return self._sentence(self.verb)
 
     def never(self) -> str:
-        return self._sentence("was never " + _PAST[self.kind.rsplit("_", 1)[1]])
+        return self._sentence(f"was never {self.verb}")
 
     def near_miss(self, payload: Payload, value: Any) -> str | None:
         if payload.kind != self.kind:
             return None
         block_id = getattr(payload, "block_id", None)
         if self.block_id is not None and block_id != self.block_id:
-            return f"block `{block_id}` was {self.kind.rsplit('_', 1)[1]}, not `{self.block_id}`"
+            return f"block `{block_id}` was {self.verb}, not `{self.block_id}`"
         step = getattr(payload, "step_id", None)
         if self.step_id is not None and step != self.step_id:
-            return f"it was {self.kind.rsplit('_', 1)[1]} at step `{step}`, expected " \
+            return f"it was {self.verb} at step `{step}`, expected " \
                    f"`{self.step_id}`"
         return None
 

@@ -144,12 +144,12 @@ class Runner:
                 try:
                     await self._consume(feed)
                 except EventError as exc:  # strict policy: stop, keep what was judged
-                    self._emit(exc.decisions, None)
+                    self._emit(exc.decisions)
                     self._error = exc
                     self._ending = "bad-event"
                 tg.cancel_scope.cancel()
         if self._ending in ("end-of-input", "ended"):
-            self._emit(self.evaluator.finish_all(), None)
+            self._emit(self.evaluator.finish_all())
         if self.state_path is not None:
             if self._ending in ("end-of-input", "ended"):
                 remove_checkpoint(self.state_path)  # complete: nothing to resume
@@ -183,12 +183,12 @@ class Runner:
             self._scope.cancel()
 
     async def _handle(self, decisions: list[Decision], chunk: Chunk | None) -> None:
-        self._emit(decisions, chunk)
+        self._emit(decisions)
         for message in self._settled(decisions):
             if chunk is not None and chunk.peer is not None:
                 await chunk.peer.send(_encode(message))
 
-    def _emit(self, decisions: list[Decision], chunk: Chunk | None) -> None:
+    def _emit(self, decisions: list[Decision]) -> None:
         if not decisions:
             return
         self.latest.extend(decisions)
