@@ -318,20 +318,26 @@ class Sequence(Machine):
 class ToolWindowPlan:
     """tools_within_one_turn: the listed calls, how to judge a turn."""
 
-    __slots__ = ("allow_extra", "full", "matchers", "ordered")
+    __slots__ = ("allow_extra", "by_name", "full", "matchers", "ordered")
 
     def __init__(self, matchers: list[ToolMatcher], ordered: bool, allow_extra: bool) -> None:
         self.matchers = matchers
         self.ordered = ordered
         self.allow_extra = allow_extra
         self.full = len(matchers)
+        # Only calls naming the run's tool can match it; a window that forbids
+        # extra calls sees every run, most of them of other tools.
+        by_name: dict[str, list[tuple[int, ToolMatcher]]] = {}
+        for i, matcher in enumerate(matchers):
+            by_name.setdefault(matcher.tool_name, []).append((1 << i, matcher))
+        self.by_name = {name: tuple(calls) for name, calls in by_name.items()}
 
     def mask(self, payload: ToolExecuted, value: Any) -> int:
         """Bit i set when the run can satisfy listed call i."""
         mask = 0
-        for i, matcher in enumerate(self.matchers):
+        for bit, matcher in self.by_name.get(payload.tool_name, ()):
             if matcher.matches(payload, value):
-                mask |= 1 << i
+                mask |= bit
         return mask
 
     def names(self) -> str:
