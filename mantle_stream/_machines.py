@@ -407,7 +407,7 @@ class ToolWindow(Machine):
                 self.matched += 1
             else:
                 self.broken = (f"`{run.tool_name}` ran as call {self.runs} of the turn, "
-                               "out of the listed order" if self.runs <= full
+                               "out of the listed order" if self.runs <= full and mask
                                else f"the turn had an extra call `{run.tool_name}`")
                 return None
         elif not plan.allow_extra and (self.runs > full or not mask):
