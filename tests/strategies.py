@@ -25,6 +25,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+import reference_batch
+
 # --------------------------------------------------------------------------
 # Vocabularies
 # --------------------------------------------------------------------------
@@ -72,20 +74,9 @@ TEXT_PATTERNS = (
 BUTTON_TITLES = ("Yes", "No")
 BUTTON_PAYLOADS = ("/affirm", "/deny")
 
-SKILL_KINDS = (
-    "skill_activated",
-    "skill_completed",
-    "skill_cancelled",
-    "skill_interrupted",
-    "skill_resumed",
-)
-BLOCK_KINDS = (
-    "ordered_block_entered",
-    "ordered_block_completed",
-    "ordered_block_cancelled",
-    "ordered_block_interrupted",
-    "ordered_block_resumed",
-)
+# The same kind lists as the oracle's (both written from the reference).
+SKILL_KINDS = reference_batch.SKILL_KINDS
+BLOCK_KINDS = reference_batch.BLOCK_KINDS
 # Checks (and events) that reject / do not carry a step_id.
 NO_STEP_ID = frozenset({"skill_activated", "skill_completed", "ordered_block_entered"})
 
