@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+
 from reference_batch import evaluate, values_equal
 from strategies import (
     ASSERTION_KINDS,
