@@ -29,12 +29,10 @@ form, so a benchmark can check that all three reach the same verdicts.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from msgspec.structs import astuple
 
 import mantle_stream as ms
 from mantle_stream import _machines
@@ -47,24 +45,17 @@ from mantle_stream._events import (
     OrderedBlockEvent,
     SkillEvent,
     ToolExecuted,
+    single_payload,
 )
 
 __all__ = ["NaiveLive", "PostHoc", "verdicts"]
 
 #: (passed, decided_at or None when the end decided it, reason); None: pending.
 Verdict = tuple[bool, "int | None", str]
-#: One event as the baselines judge it: (kind, (kind, key), payload, value, seq, arg),
-#: where ``arg`` is the third argument of ``Machine.step`` (see below).
+#: One event as the baselines judge it: (kind, (kind, key), payload, value, seq, turn).
 Prepared = tuple[str, tuple[str, Any], Any, Any, int, int]
 
-# The machine protocol is being revised while these benchmarks are written:
-# ``step``'s third argument was the event's sequence and is becoming the user
-# turn, and a machine may return ARM to be shown the next user event. Follow
-# whichever protocol the installed machines speak.
-_ARM: object = getattr(_machines, "ARM", None)
-_STEP_BY_TURN = "turn" in inspect.signature(_machines.Machine.step).parameters
-
-_PAYLOADS = len(PAYLOAD_TYPES)  # the first fields of Event are its payloads
+_ARM = _machines.ARM  # a machine asking to be shown the next user event
 _parse = msgspec.json.Decoder().decode
 
 #: The attribute an assertion's route key is compared with, per payload kind
@@ -93,11 +84,13 @@ def _checks(scenario: ms.Scenario) -> list[_Check]:
 
 
 def prepare(event: ms.Event, position: int, turn: int) -> Prepared:
-    """Payload (the one non-None of the payload fields), parsed value, route key, seq.
+    """Payload, parsed value, route key, seq: what every judge needs of an event.
 
     ``turn`` is the user turn the conversation is in after this event.
     """
-    payload = next(filter(None, astuple(event)[:_PAYLOADS]))
+    payload = single_payload(event)
+    if payload is None:
+        raise ValueError(f"not exactly one payload: {event!r}")
     kind = payload.kind
     value = None
     if type(payload) is MemorySet:
@@ -107,7 +100,7 @@ def prepare(event: ms.Event, position: int, turn: int) -> Prepared:
     attr = _KEY_ATTR[kind]
     seq = event.sequence if event.sequence >= 0 else position
     return (kind, (kind, None if attr is None else getattr(payload, attr)), payload, value,
-            seq, turn if _STEP_BY_TURN else seq)
+            seq, turn)
 
 
 def prepare_all(events: list[ms.Event]) -> list[Prepared]:

@@ -19,13 +19,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
-from msgspec.structs import astuple
 
 from mantle_stream._compiler import Plan, compile_scenario
 from mantle_stream._errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream._events import (
     MAX_LINE_BYTES,
-    PAYLOAD_TYPES,
     Event,
     EventDecoder,
     MemorySet,
@@ -54,8 +52,6 @@ MAX_UNNAMED_BUFFER = 1000
 DEFAULT_REORDER_WINDOW = 0  # at-least-once brokers repeat; few reorder (see docs)
 #: Event ids remembered per conversation for events that carry no sequence.
 RECENT_IDS = 64
-
-_PAYLOAD_COUNT = len(PAYLOAD_TYPES)  # Event's first fields, one per payload kind
 
 
 
@@ -355,11 +351,25 @@ class Evaluator:
         skipped = 0  # events not applied (unknown kinds), or not reached
         try:
             for position, event in enumerate(events):
-                fields = astuple(event)
-                # Payload fields come first in Event, so this compares 16 Nones by
-                # identity and one payload; the envelope fields never get compared.
-                payloads = fields[:_PAYLOAD_COUNT]
-                if payloads.count(None) != _PAYLOAD_COUNT - 1:
+                # Exactly one payload: single_payload() inlined (see _events for
+                # why two chains; the tests check both copies agree).
+                payload = (
+                    event.tool_executed or event.bot or event.memory_set or event.user
+                    or event.memory_cleared or event.skill_activated or event.skill_completed
+                    or event.skill_interrupted or event.skill_resumed or event.skill_cancelled
+                    or event.ordered_block_entered or event.ordered_block_completed
+                    or event.ordered_block_interrupted or event.ordered_block_resumed
+                    or event.ordered_block_cancelled or event.session_started
+                    or event.session_ended)
+                if payload is None or payload is not (
+                        event.session_ended or event.session_started
+                        or event.ordered_block_cancelled or event.ordered_block_resumed
+                        or event.ordered_block_interrupted or event.ordered_block_completed
+                        or event.ordered_block_entered or event.skill_cancelled
+                        or event.skill_resumed or event.skill_interrupted
+                        or event.skill_completed or event.skill_activated
+                        or event.memory_cleared or event.user or event.memory_set
+                        or event.bot or event.tool_executed):
                     # Not exactly one known payload: decode its line alone (a legacy
                     # row, an unknown kind, or a bad event that gets its line number).
                     if chunk is None:
@@ -375,8 +385,7 @@ class Evaluator:
                     if decoded is None:
                         skipped += 1  # an unknown kind, counted by the decoder
                         continue
-                    event, payloads = decoded, astuple(decoded)[:_PAYLOAD_COUNT]
-                payload = next(filter(None, payloads))
+                    event, payload = decoded, payload_of(decoded)
                 cls = type(payload)
                 # Parse JSON-in-a-string before touching any state: a bad event
                 # leaves the evaluator as it was (the caller may skip it).

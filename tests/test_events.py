@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,11 +15,13 @@ from mantle_stream._events import (
     Bot,
     BotButton,
     MemoryCleared,
+    PAYLOAD_FIELDS,
     MemorySet,
     SessionStarted,
     ToolExecuted,
     User,
     parse_json_value,
+    single_payload,
 )
 from mantle_stream._sources import LineChunker
 
@@ -125,6 +128,50 @@ def test_bad_lines_name_source_line_and_problem(line: bytes, message: str) -> No
     assert err.message == message
     assert str(err).startswith(f"feed.jsonl:12: bad event: {message}")
     assert err.excerpt == line.decode()
+
+
+def _minimal_payloads() -> dict[str, dict[str, object]]:
+    """The smallest valid payload object of every kind, by wire key."""
+    required = {"memory_set": {"name": "a.b", "value_json": "1"}, "memory_cleared": {"name": "a.b"},
+                "tool_executed": {"tool_name": "t", "source": "local"}}
+    fields: dict[str, dict[str, object]] = {}
+    for key in PAYLOAD_FIELDS:
+        if key.startswith("skill_"):
+            fields[key] = {"skill_id": "s"}
+        elif key.startswith("ordered_block_"):
+            fields[key] = {"skill_id": "s", "block_id": "b"}
+        else:
+            fields[key] = required.get(key, {})
+    return fields
+
+
+@pytest.mark.parametrize("keys", [
+    (), *((key,) for key in PAYLOAD_FIELDS), *itertools.combinations(PAYLOAD_FIELDS, 2),
+    PAYLOAD_FIELDS,
+], ids=lambda keys: "+".join(keys) or "none")
+def test_exactly_one_payload_whichever_keys_are_set(keys: tuple[str, ...]) -> None:
+    # The check is written twice (single_payload, and inlined in the engine's
+    # hot loop): every pair of kinds goes through both, and the line decoder.
+    payloads = _minimal_payloads()
+    line = json.dumps({"conversation_id": "c", "sequence": 0,
+                       **{key: payloads[key] for key in keys}}).encode()
+    event = msgspec.json.decode(line, type=ms.Event)
+    single = single_payload(event)
+    assert (single is not None) == (len(keys) == 1)
+    if single is not None:
+        assert single.kind == keys[0]
+    scenario = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x",
+        "goals": {"assertions": [{"memory_was_set": [{"name": "a.b"}]}]}}}))
+    for push in (lambda ev: ev.push(event), lambda ev: ev.push_chunk(line + b"\n")):
+        evaluator = ms.Evaluator([scenario])
+        if len(keys) == 1:
+            push(evaluator)
+            assert evaluator.statistics().events == 1
+        else:
+            with pytest.raises(ms.EventError, match="payload key"):
+                push(evaluator)
+            assert evaluator.statistics().events == 0
 
 
 def test_value_json_that_is_not_json_is_a_bad_event_with_its_line() -> None:
