@@ -105,6 +105,18 @@ class _Irregular(Exception):
         self.position = position
 
 
+_parse_json = msgspec.json.Decoder().decode
+
+
+def _value_error(payload: Payload) -> EventError:
+    """Why the JSON-in-a-string of a payload did not parse (the engine's slow path)."""
+    try:
+        _value_of(payload)
+    except EventError as exc:
+        return exc
+    raise AssertionError(f"the value of {payload!r} parses")
+
+
 def _value_of(payload: Payload) -> Any:
     """The parsed JSON-in-a-string of a memory write or a tool run."""
     if type(payload) is MemorySet:
@@ -348,12 +360,13 @@ class Evaluator:
         """
         convs = self._convs
         decide = self._decide
+        parse_json = _parse_json
         skipped = 0  # events not applied (unknown kinds), or not reached
         try:
             for position, event in enumerate(events):
                 # Exactly one payload: single_payload() inlined (see _events for
                 # why two chains; the tests check both copies agree).
-                payload = (
+                payload: Any = (
                     event.tool_executed or event.bot or event.memory_set or event.user
                     or event.memory_cleared or event.skill_activated or event.skill_completed
                     or event.skill_interrupted or event.skill_resumed or event.skill_cancelled
@@ -390,11 +403,16 @@ class Evaluator:
                 # Parse JSON-in-a-string before touching any state: a bad event
                 # leaves the evaluator as it was (the caller may skip it).
                 value: Any = None
-                if cls is MemorySet or cls is ToolExecuted:
-                    try:
-                        value = _value_of(payload)
-                    except EventError as exc:
-                        raise _Irregular(exc, position) from None
+                if cls is ToolExecuted or cls is MemorySet:
+                    try:  # _value_of() inlined; it words the error when this fails
+                        if cls is ToolExecuted:
+                            value = parse_json(payload.arguments_json)
+                            if type(value) is not dict:
+                                raise ValueError
+                        else:
+                            value = parse_json(payload.value_json)
+                    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+                        raise _Irregular(_value_error(payload), position) from None
                 conv = convs.get(event.conversation_id)
                 if conv is None:
                     conv = self._open(event)

@@ -318,7 +318,7 @@ class Sequence(Machine):
 class ToolWindowPlan:
     """tools_within_one_turn: the listed calls, how to judge a turn."""
 
-    __slots__ = ("allow_extra", "by_name", "full", "matchers", "ordered")
+    __slots__ = ("allow_extra", "by_name", "full", "matchers", "names", "ordered")
 
     def __init__(self, matchers: list[ToolMatcher], ordered: bool, allow_extra: bool) -> None:
         self.matchers = matchers
@@ -331,17 +331,7 @@ class ToolWindowPlan:
         for i, matcher in enumerate(matchers):
             by_name.setdefault(matcher.tool_name, []).append((1 << i, matcher))
         self.by_name = {name: tuple(calls) for name, calls in by_name.items()}
-
-    def mask(self, payload: ToolExecuted, value: Any) -> int:
-        """Bit i set when the run can satisfy listed call i."""
-        mask = 0
-        for bit, matcher in self.by_name.get(payload.tool_name, ()):
-            if matcher.matches(payload, value):
-                mask |= bit
-        return mask
-
-    def names(self) -> str:
-        return ", ".join(f"`{m.tool_name}`" for m in self.matchers)
+        self.names = ", ".join(f"`{m.tool_name}`" for m in matchers)
 
 
 class ToolWindow(Machine):
@@ -361,7 +351,8 @@ class ToolWindow(Machine):
       augmenting-path search; a run left unmatched can never help later (any
       augmenting path would have to start at the newest run), so it is not
       remembered;
-    * ``broken``: why the turn can no longer satisfy a no-extra-calls check;
+    * ``broken``: why the turn can no longer satisfy a no-extra-calls check, as
+      (tool, call number) worded only for a failure reason (see :func:`_why`);
     * ``best``: the most listed calls a past turn satisfied, in which turn and
       why it fell short, for the failure reason.
 
@@ -380,38 +371,46 @@ class ToolWindow(Machine):
         self.runs = 0
         self.matched = 0
         self.slots: list[int] | None = None
-        self.broken: str | None = None
-        self.best: tuple[int, int, str | None] | None = None
+        self.broken: tuple[str, int] | str | None = None  # see _why
+        self.best: tuple[int, int, tuple[str, int] | str | None] | None = None
 
     def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
-        plan = self.plan
+        # Every tool run reaches a window that forbids extra calls, so the
+        # common paths (a lifecycle tool, a turn already broken, a tool not
+        # listed) return before any matching, and reasons are worded lazily.
         if type(payload) is User:  # only after ARM: the armed turn has just ended
             return self._end_turn()
         run: ToolExecuted = payload  # type: ignore[assignment]
-        if run.source == "local" and run.tool_name in LIFECYCLE_TOOLS:
+        name = run.tool_name
+        if name in LIFECYCLE_TOOLS and run.source == "local":
             return None
         if turn != self.turn:
             if self.runs:
                 self._close_turn()
             self.turn = turn
-        self.runs += 1
+        runs = self.runs = self.runs + 1
         if self.broken is not None:
             return None
-        mask = plan.mask(run, value)
+        plan = self.plan
+        mask = 0
+        calls = plan.by_name.get(name)
+        if calls is not None:
+            for bit, matcher in calls:
+                if matcher.matches(run, value):
+                    mask |= bit
         full = plan.full
         if plan.ordered:
             if plan.allow_extra:
                 if mask >> self.matched & 1:
                     self.matched += 1
-            elif self.runs <= full and mask >> (self.runs - 1) & 1:
+            elif runs <= full and mask >> (runs - 1) & 1:
                 self.matched += 1
             else:
-                self.broken = (f"`{run.tool_name}` ran as call {self.runs} of the turn, "
-                               "out of the listed order" if self.runs <= full and mask
-                               else f"the turn had an extra call `{run.tool_name}`")
+                # (tool, call number): out of the listed order; (tool, 0): an extra call
+                self.broken = (name, runs if runs <= full and mask else 0)
                 return None
-        elif not plan.allow_extra and (self.runs > full or not mask):
-            self.broken = f"the turn had an extra call `{run.tool_name}`"
+        elif not plan.allow_extra and (runs > full or not mask):
+            self.broken = (name, 0)
             return None
         elif mask:
             if self.slots is None:
@@ -420,15 +419,15 @@ class ToolWindow(Machine):
                 self.matched += 1
         if self.matched == full:
             if plan.allow_extra:
-                return True, f"{plan.names()} all ran within turn {self.turn}"
-            if self.runs == full:
+                return True, f"{plan.names} all ran within turn {self.turn}"
+            if runs == full:
                 return ARM
         return None
 
     def _end_turn(self) -> Outcome | None:
         plan = self.plan
         if self.broken is None and self.runs == plan.full and self.matched == plan.full:
-            return True, f"{plan.names()} ran within turn {self.turn} with no other calls"
+            return True, f"{plan.names} ran within turn {self.turn} with no other calls"
         return None
 
     def _close_turn(self) -> None:
@@ -449,9 +448,10 @@ class ToolWindow(Machine):
                 return verdict
         if self.runs:
             self._close_turn()
-        text = f"no user turn ran all of {self.plan.names()}"
+        text = f"no user turn ran all of {self.plan.names}"
         if self.best is not None:
-            got, turn, why = self.best
+            got, turn, broken = self.best
+            why = _why(broken)
             if got:
                 text += f"; turn {turn} ran {got} of {self.plan.full}"
                 if why:
@@ -461,14 +461,24 @@ class ToolWindow(Machine):
         return False, text
 
     def state(self) -> list[Any]:
-        best = None if self.best is None else list(self.best)
-        return [self.turn, self.runs, self.matched, self.broken,
+        best = None if self.best is None else [self.best[0], self.best[1], _why(self.best[2])]
+        return [self.turn, self.runs, self.matched, _why(self.broken),
                 None if self.slots is None else list(self.slots), best]
 
     def restore(self, state: list[Any]) -> None:
         self.turn, self.runs, self.matched, self.broken, slots, best = state
         self.slots = None if slots is None else list(slots)
         self.best = None if best is None else (best[0], best[1], best[2])
+
+
+def _why(broken: tuple[str, int] | str | None) -> str | None:
+    """Words for why a turn broke a window: kept as (tool, call number) until needed."""
+    if broken is None or isinstance(broken, str):
+        return broken  # restored from a checkpoint already worded
+    name, call = broken
+    if call:
+        return f"`{name}` ran as call {call} of the turn, out of the listed order"
+    return f"the turn had an extra call `{name}`"
 
 
 def _augment(slots: list[int], mask: int, seen: int) -> int:

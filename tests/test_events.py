@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 import mantle_stream as ms
 from mantle_stream._events import (
+    PAYLOAD_FIELDS,
     Bot,
     BotButton,
     MemoryCleared,
-    PAYLOAD_FIELDS,
     MemorySet,
     SessionStarted,
     ToolExecuted,
