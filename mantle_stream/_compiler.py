@@ -41,6 +41,7 @@ from mantle_stream._scenario import (
     ToolExecutedCheck,
     ToolsWithinOneTurnCheck,
 )
+from mantle_stream._verdicts import Verdict
 
 __all__ = ["Plan", "RouteEntry", "compile_assertion", "compile_scenario"]
 
@@ -63,8 +64,8 @@ RouteEntry = tuple["Callable[[Any], str] | None", dict[str, tuple[int, ...]], tu
 class Plan:
     """A compiled scenario: shared, immutable after construction."""
 
-    __slots__ = ("factories", "fresh_outcomes", "fresh_states", "kinds", "routes", "scenario",
-                 "untouched")
+    __slots__ = ("factories", "fresh_reasons", "fresh_states", "fresh_verdicts", "indices",
+                 "kinds", "routes", "scenario", "untouched")
 
     def __init__(self, scenario: Scenario,
                  compiled: list[tuple[type[Machine], Any, set[Route]]]) -> None:
@@ -75,10 +76,13 @@ class Plan:
         # What an assertion whose machine never saw an event ends as, and its
         # state: the same for every conversation, so worked out once here.
         fresh = [cls(plan) for cls, plan in self.factories]
-        self.fresh_outcomes = tuple((passed, reason.translate(CONTROL_ESCAPES))
-                                    for passed, reason in (m.finish() for m in fresh))
+        outcomes = [m.finish() for m in fresh]
+        self.fresh_verdicts: tuple[Verdict, ...] = tuple(
+            "passed" if passed else "failed" for passed, _ in outcomes)
+        self.fresh_reasons = tuple(reason.translate(CONTROL_ESCAPES) for _, reason in outcomes)
         self.fresh_states = tuple(m.state() for m in fresh)
         self.untouched: tuple[Any, ...] = (UNTOUCHED,) * len(fresh)
+        self.indices = tuple(range(len(fresh)))
 
     def machines(self) -> list[Machine | None]:
         """Fresh machines for a new conversation."""

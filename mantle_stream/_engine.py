@@ -130,7 +130,7 @@ def _value_of(payload: Payload) -> Any:
 
 
 class _Conversation:
-    __slots__ = ("armed", "buffer", "cid", "events", "finished", "held", "last_seq",
+    __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "held", "last_seq",
                  "machines", "pending", "plan", "recent_ids", "replay_upto", "requested",
                  "results", "turn")
 
@@ -140,6 +140,7 @@ class _Conversation:
         self.machines: list[Any] = list(plan.untouched) if plan else []
         self.results: list[Decision | None] = [None] * len(self.machines)
         self.pending = len(self.machines)
+        self.failed = False  # an assertion has failed
         self.events = 0
         self.turn = 0
         self.armed: list[int] = []  # machines to show the next user event (see ARM)
@@ -565,6 +566,8 @@ class Evaluator:
         assert plan is not None
         if not reason.isprintable():
             reason = reason.translate(CONTROL_ESCAPES)  # a reason is one line, whatever it quotes
+        if not passed:
+            conv.failed = True
         decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
                             "passed" if passed else "failed", decided_at, reason, conv.turn)
         conv.machines[index] = None
@@ -646,27 +649,29 @@ class Evaluator:
                 return
         conv.finished = True
         self._open_convs.pop(conv.cid, None)
-        if conv.plan is None:
-            return
         plan = conv.plan
-        fresh, kinds, name, turn = plan.fresh_outcomes, plan.kinds, plan.scenario.name, conv.turn
-        results = conv.results
+        if plan is None:
+            return
+        verdicts, reasons, kinds = plan.fresh_verdicts, plan.fresh_reasons, plan.kinds
+        cid, name, turn, results = conv.cid, plan.scenario.name, conv.turn, conv.results
+        failed = False
         for index, machine in enumerate(conv.machines):
             if machine is UNTOUCHED:
                 # Never reached by an event: the plan's precomputed verdict. With
                 # many assertions this loop is most of a conversation's cost.
-                passed, reason = fresh[index]
-                decision = Decision(conv.cid, name, index, kinds[index],
-                                    "passed" if passed else "failed", None, reason, turn)
-                results[index] = decision
+                verdict = verdicts[index]
+                decision = results[index] = Decision(cid, name, index, kinds[index], verdict,
+                                                     None, reasons[index], turn)
                 out.append(decision)
+                failed = failed or verdict == "failed"
                 conv.pending -= 1
                 self._decisions += 1
             elif machine is not None:
                 passed, reason = machine.finish()
                 self._decide(conv, index, passed, None, reason, out)
         conv.machines = []
-        if any(r is not None and r.verdict == "failed" for r in conv.results):
+        if failed or conv.failed:
+            conv.failed = True
             self._failed += 1
         else:
             self._passed += 1
@@ -684,7 +689,7 @@ class Evaluator:
             return False
         if conv.finished or (conv.plan is not None and conv.pending == 0):
             return True
-        return any(r is not None and r.verdict == "failed" for r in conv.results)
+        return conv.failed
 
     def result(self, conversation_id: str) -> ConversationResult:
         conv = self._convs.get(conversation_id)
@@ -755,6 +760,7 @@ class Evaluator:
                     machine = conv.machines[index] = plan.machine(index)
                     machine.restore(machine_state)
         conv.pending = sum(1 for r in conv.results if r is None)
+        conv.failed = any(r is not None and r.verdict == "failed" for r in conv.results)
         if conv.cid not in self._convs:
             self._judged += 1
         self._convs[conv.cid] = conv
