@@ -64,8 +64,8 @@ RouteEntry = tuple["Callable[[Any], str] | None", dict[str, tuple[int, ...]], tu
 class Plan:
     """A compiled scenario: shared, immutable after construction."""
 
-    __slots__ = ("factories", "fresh_reasons", "fresh_states", "fresh_verdicts", "indices",
-                 "kinds", "routes", "scenario", "untouched")
+    __slots__ = ("factories", "fresh_failures", "fresh_reasons", "fresh_states",
+                 "fresh_verdicts", "kinds", "routes", "scenario", "untouched")
 
     def __init__(self, scenario: Scenario,
                  compiled: list[tuple[type[Machine], Any, set[Route]]]) -> None:
@@ -80,9 +80,9 @@ class Plan:
         self.fresh_verdicts: tuple[Verdict, ...] = tuple(
             "passed" if passed else "failed" for passed, _ in outcomes)
         self.fresh_reasons = tuple(reason.translate(CONTROL_ESCAPES) for _, reason in outcomes)
+        self.fresh_failures = tuple(i for i, (passed, _) in enumerate(outcomes) if not passed)
         self.fresh_states = tuple(m.state() for m in fresh)
         self.untouched: tuple[Any, ...] = (UNTOUCHED,) * len(fresh)
-        self.indices = tuple(range(len(fresh)))
 
     def machines(self) -> list[Machine | None]:
         """Fresh machines for a new conversation."""

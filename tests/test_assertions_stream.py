@@ -352,6 +352,29 @@ def test_many_conversations_in_one_feed() -> None:
         assert outcomes(r) == expected, r.conversation_id
 
 
+@pytest.mark.parametrize(("events", "passed", "failed"), [
+    # Never reached: the check fails with the plan's precomputed verdict.
+    ([(0, {"user": {"text": "hi"}}), (1, {"session_ended": {}})], 0, 1),
+    # Reached and passed by an event: nothing failed.
+    ([(0, {"skill_activated": {"skill_id": CR}}), (1, {"session_ended": {}})], 1, 0),
+    # A machine failed it (bot_did_not_utter), the other check never reached.
+    ([(0, {"bot": {"utter_name": "utter_cannot_help"}}), (1, {"session_ended": {}})], 0, 1),
+], ids=["untouched-fails", "touched-passes", "machine-fails"])
+def test_conversation_tallies_count_untouched_and_machine_failures(
+        events: list[tuple[int, dict[str, Any]]], passed: int, failed: int) -> None:
+    scenario = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x", "goals": {"assertions": [
+            {"skill_activated": {"skill_id": CR}},
+            {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}}]}}}))
+    evaluator = ms.Evaluator([scenario])
+    for seq, payload in events:
+        evaluator.push(msgspec.convert({"conversation_id": "c", "sequence": seq, **payload},
+                                       ms.Event))
+    stats = evaluator.statistics()
+    assert (stats.passed, stats.failed) == (passed, failed)
+    assert evaluator.is_settled("c")
+
+
 # --------------------------------------------------------------------------
 # Legacy flat rows
 # --------------------------------------------------------------------------
