@@ -7,6 +7,11 @@ Every figure comes from the same process and the same bytes, so the ratios
 are meaningful even on a noisy machine: the floor is msgspec decoding the
 lines into the typed event structs, chunked exactly as the pipeline does.
 
+A second row runs the engine with a scenario that has no assertions: what
+bookkeeping alone costs (the exactly-one-payload check, value parsing,
+sequence order, conversations), so the rest of the gap is the machines and
+their verdicts.
+
 The baselines (``_baselines.py``) run on the same chunks with the same
 machines: PostHoc (store, judge at the end) on the whole feed, NaiveLive
 (re-judge the history on every event) on a few whole conversations of it,
@@ -104,12 +109,16 @@ def main() -> None:
 
     evaluators: list[ms.Evaluator] = []
 
-    def pipeline() -> None:
-        evaluator = ms.Evaluator([scen])
+    def pipeline(judged: ms.Scenario = scen) -> None:
+        evaluator = ms.Evaluator([judged])
         for part in parts:
             evaluator.push_chunk(part)
         evaluator.finish_all()
         evaluators[:] = [evaluator]
+
+    # The engine's own work with nothing to judge: exactly-one-payload checks,
+    # value parsing, sequence order and duplicates, conversation tracking.
+    bare = ms.load_scenario_text('{"scenario": {"name": "bare", "simulation_context": "x"}}')
 
     posthocs: list[PostHoc] = []
 
@@ -135,9 +144,10 @@ def main() -> None:
     # Rounds of every stage, so a disturbance of the machine hits all of them
     # alike; the baselines are slower, and fewer runs of them keep the default
     # under a minute.
-    floor = full = post = live = float("inf")
+    floor = engine = full = post = live = float("inf")
     for round_ in range(args.repeat):
         floor = min(floor, best_of(decode_only, 1))
+        engine = min(engine, best_of(lambda: pipeline(bare), 1))
         full = min(full, best_of(pipeline, 1))
         if round_ < 3:
             post = min(post, best_of(posthoc, 1))
@@ -158,6 +168,7 @@ def main() -> None:
     print(f"|{'-' * 40}|{'-' * 14}|{'-' * 11}|{'-' * 10}|")
     for name, seconds, count in (
             ("msgspec decode only (floor)", floor, n),
+            ("  engine alone, no assertions", engine, n),
             ("mantle_stream: bytes → verdicts", full, n),
             ("PostHoc: store, judge at the end", post, n),
             (f"NaiveLive: re-judge ({few} whole convs)", live, n_few)):
