@@ -31,6 +31,7 @@ from mantle_stream._events import (
     SessionEnded,
     ToolExecuted,
     User,
+    count_lines,
     parse_json_value,
     payload_of,
 )
@@ -264,10 +265,7 @@ class Evaluator:
         """
         first = self._line + 1 if first_line is None else first_line
         self._source = source
-        # Counting newlines as "length minus length without them" is several times
-        # faster than bytes.count here (replace finds them with memchr).
-        lines = len(chunk) - len(chunk.replace(b"\n", b"")) + (
-            0 if chunk.endswith(b"\n") or not chunk else 1)
+        lines = count_lines(chunk) + (0 if chunk.endswith(b"\n") or not chunk else 1)
         self._line += lines
         decoder = self._decoder
         events: list[Event] | None = None

@@ -262,6 +262,12 @@ def payload_of(event: Event) -> Payload:
     return payload
 
 
+def count_lines(data: bytes) -> int:
+    """Newlines in ``data``. Length minus the length without them: ``replace``
+    finds them with memchr, several times faster than ``bytes.count``."""
+    return len(data) - len(data.replace(b"\n", b""))
+
+
 _json_decode = msgspec.json.Decoder().decode
 _json_encode = msgspec.json.Encoder().encode
 

@@ -85,12 +85,13 @@ from anyio.from_thread import BlockingPortal
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mantle_stream._errors import FeedError
-from mantle_stream._sources import CHUNK_BYTES, LineChunker
+from mantle_stream._events import count_lines
+from mantle_stream._sources import CHUNK_BYTES, READ_BYTES, LineChunker, split_lines
 
 __all__ = ["Chunk", "Feed", "Peer", "open_feed"]
 
 # Chunks waiting between producers and the consumer. Each is at most one read
-# block plus one pending line, so the queue holds a few MiB at worst.
+# block (or a piece of one) plus one pending line: a few MiB at worst.
 _QUEUE_SIZE = 16
 # How much of an overlong line survives, so the error excerpt shows what it was.
 _CUT_KEEP = 200
@@ -213,7 +214,7 @@ class _Lines:
 
     def _take(self, chunk: bytes) -> tuple[bytes, int]:
         first = self._next
-        self._next += chunk.count(b"\n")
+        self._next += count_lines(chunk)
         return chunk, first
 
     def _cut_long_lines(self, chunk: bytes) -> bytes:
@@ -248,6 +249,10 @@ class Feed:
         self.live = live
         self.address: str | None = None
         self._max_line_bytes = max_line_bytes
+        # Files are read in large blocks, but at most half the line limit: a
+        # block plus the pending line must stay under it, or every block would
+        # be searched for overlong lines.
+        self._read_size = max(CHUNK_BYTES, min(READ_BYTES, max_line_bytes // 2))
         self._connections = 0
         self._last_activity = 0.0
         self._error: FeedError | None = None
@@ -381,7 +386,11 @@ class _Invalid(Feed):
 async def _put(send: MemoryObjectSendStream[_Item], piece: tuple[bytes, int],
                peer: Peer | None) -> None:
     data, first = piece
-    if data:
+    if len(data) > CHUNK_BYTES:  # a large read: hand it on in chunks the engine decodes best
+        for part in split_lines(data):
+            await send.send(Chunk(part, peer, first))
+            first += count_lines(part)
+    elif data:
         await send.send(Chunk(data, peer, first))
 
 
@@ -419,7 +428,7 @@ class _FileFeed(Feed):
                     await self._read_stdin(send, lines)
                 else:
                     read = _read_function(self._file)
-                    while data := await anyio.to_thread.run_sync(read, CHUNK_BYTES):
+                    while data := await anyio.to_thread.run_sync(read, self._read_size):
                         self._touch()
                         await _put(send, lines.feed(data), None)
             except OSError as exc:
@@ -543,7 +552,7 @@ class _FollowFeed(Feed):
                 continue
             lines = _Lines(self._max_line_bytes)
             while True:
-                if data := await run(fh.read, CHUNK_BYTES):
+                if data := await run(fh.read, self._read_size):
                     self._touch()
                     await _put(send, lines.feed(data), None)
                     continue
@@ -556,7 +565,7 @@ class _FollowFeed(Feed):
                 elif change == _ROTATED:
                     # The old file is finished; take what the writer added to it
                     # before switching, then complete its final line.
-                    while data := await run(fh.read, CHUNK_BYTES):
+                    while data := await run(fh.read, self._read_size):
                         self._touch()
                         await _put(send, lines.feed(data), None)
                     await _put(send, lines.finish(), None)

@@ -23,6 +23,7 @@ from anyio.abc import ByteStream, SocketAttribute
 
 from mantle_stream import EventDecoder, EventError, FeedError
 from mantle_stream._feeds import Chunk, Feed, Peer, open_feed
+from mantle_stream._sources import CHUNK_BYTES, READ_BYTES, split_lines
 
 pytestmark = pytest.mark.anyio
 live = pytest.mark.timeout(20)
@@ -92,14 +93,14 @@ def cut(line: bytes, limit: int) -> bytes:
 async def test_file_feed_delivers_every_line_in_numbered_chunks_of_whole_lines(
         tmp_path: Path) -> None:
     parts = []
-    for n in range(4000):
+    for n in range(10_000):
         ending = b"\r\n" if n % 5 == 0 else b"\n"
         parts.append(event(n, width=n * 37 % 300) + ending)
         if n % 11 == 0:
             parts.append([b"\n", b"\r\n", b"   \n"][n % 3])
-    parts.append(event(4000))  # final line without a newline
+    parts.append(event(10_000))  # final line without a newline
     content = b"".join(parts)
-    assert len(content) > 8 * 64 * 1024
+    assert len(content) > 3 * READ_BYTES  # several large reads, each split in chunks
     path = tmp_path / "events.jsonl"
     path.write_bytes(content)
 
@@ -113,9 +114,25 @@ async def test_file_feed_delivers_every_line_in_numbered_chunks_of_whole_lines(
     line = 1
     for chunk in chunks:
         assert chunk.data.endswith(b"\n")
+        assert len(chunk.data) <= CHUNK_BYTES + 400  # what the engine decodes best, plus a line
         assert chunk.peer is None
         assert chunk.first_line == line
         line += chunk.data.count(b"\n")
+
+
+@pytest.mark.parametrize(("chunk", "size", "pieces"), [
+    (b"", 4, []),
+    (b"ab\n", 4, [b"ab\n"]),
+    (b"ab\ncd\nef\n", 4, [b"ab\n", b"cd\n", b"ef\n"]),
+    (b"ab\ncd\nef\n", 6, [b"ab\ncd\n", b"ef\n"]),
+    (b"a\nbcdefgh\ni\n", 4, [b"a\n", b"bcdefgh\n", b"i\n"]),  # a long line stays whole
+    (b"abcdefgh\n", 4, [b"abcdefgh\n"]),
+    (b"ab\ncd\nef", 4, [b"ab\n", b"cd\n", b"ef"]),  # a final partial line is its own piece
+], ids=["empty", "one", "one-per-piece", "two-per-piece", "long-line", "only-long",
+        "partial-end"])
+def test_split_lines_cuts_at_line_ends(chunk: bytes, size: int, pieces: list[bytes]) -> None:
+    assert list(split_lines(chunk, size)) == pieces
+    assert b"".join(split_lines(chunk, size)) == chunk
 
 
 async def test_stdin_feed_reads_a_pipe_without_blocking_the_event_loop() -> None:
