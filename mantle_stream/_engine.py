@@ -679,6 +679,10 @@ class Evaluator:
 
     # ------------------------------------------------------------------ reading
 
+    def is_open(self, conversation_id: str) -> bool:
+        """True when the conversation has had events and has not ended yet."""
+        return conversation_id in self._open_convs
+
     def is_settled(self, conversation_id: str) -> bool:
         """True when the conversation's outcome can no longer change.
 

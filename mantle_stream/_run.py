@@ -206,11 +206,11 @@ class Runner:
             if kept is None or kept.verdict != "failed":
                 seen[d.conversation_id] = d
         for cid, decision in seen.items():
-            if cid in self._notified or not evaluator.is_settled(cid):
+            # A conversation that ended by itself has nothing left to save.
+            if (cid in self._notified or not evaluator.is_open(cid)
+                    or not evaluator.is_settled(cid)):
                 continue
             result = evaluator.result(cid)
-            if result.finished:
-                continue  # it ended by itself: nothing to save
             self._notified.add(cid)
             self.stopped_early.append(cid)
             # Settled now, so this batch holds the first failure, or (all passed)

@@ -375,6 +375,23 @@ def test_conversation_tallies_count_untouched_and_machine_failures(
     assert evaluator.is_settled("c")
 
 
+def test_a_conversation_is_open_from_its_first_event_until_it_ends() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": CR}})])
+
+    def push(cid: str, seq: int, payload: dict[str, Any]) -> None:
+        evaluator.push(msgspec.convert({"conversation_id": cid, "sequence": seq, **payload},
+                                       ms.Event))
+
+    assert not evaluator.is_open("c")
+    push("c", 0, {"user": {"text": "hi"}})
+    assert evaluator.is_open("c")
+    push("c", 1, {"session_ended": {}})
+    assert not evaluator.is_open("c")
+    push("d", 0, {"user": {"text": "hi"}})
+    evaluator.finish_all()
+    assert not evaluator.is_open("d")
+
+
 # --------------------------------------------------------------------------
 # Legacy flat rows
 # --------------------------------------------------------------------------
