@@ -16,10 +16,11 @@ does everything that can fail for a reason the user must hear about up front
 :class:`~mantle_stream.FeedError` if it cannot. It then starts producers in a
 task group the feed owns:
 
-* a file: one task reading 64 KiB blocks in anyio worker threads; ``-``:
-  a daemon thread of the feed's own reads the file descriptor (a slow pipe
-  never blocks the event loop, and a read that never returns never keeps
-  the process alive); both end at end of file;
+* a file: one task reading 512 KiB blocks in anyio worker threads, split into
+  64 KiB chunks (a thread hand-off per 64 KiB cost as much as judging them);
+  ``-``: a daemon thread of the feed's own reads the file descriptor (a slow
+  pipe never blocks the event loop, and a read that never returns never
+  keeps the process alive); both end at end of file;
 * ``follow:PATH``: one task polling every ``poll_interval``; it waits for the
   file to appear, reads what was appended, starts again from 0 when the size
   drops below its position (truncation), and when PATH names another inode
