@@ -669,7 +669,7 @@ class Evaluator:
                 self._decide(conv, index, passed, None, reason, out)
         conv.pending -= untouched
         self._decisions += untouched
-        failed = untouched and any(machines[i] is UNTOUCHED for i in plan.fresh_failures)
+        failed = untouched > 0 and any(machines[i] is UNTOUCHED for i in plan.fresh_failures)
         conv.machines = []
         if failed or conv.failed:
             conv.failed = True
