@@ -20,7 +20,8 @@ task group the feed owns:
   64 KiB chunks (a thread hand-off per 64 KiB cost as much as judging them);
   ``-``: a daemon thread of the feed's own reads the file descriptor (a slow
   pipe never blocks the event loop, and a read that never returns never
-  keeps the process alive); both end at end of file;
+  keeps the process alive), taking what is already waiting too, up to
+  512 KiB per hand-off; both end at end of file;
 * ``follow:PATH``: one task polling every ``poll_interval``; it waits for the
   file to appear, reads what was appended, starts again from 0 when the size
   drops below its position (truncation), and when PATH names another inode
@@ -74,6 +75,7 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -448,7 +450,8 @@ class _FileFeed(Feed):
         with blocks, arrived:
             async with BlockingPortal() as portal:
                 threading.Thread(target=_read_blocks, name=f"mantle_stream {self.name} reader",
-                                 args=(_stdin_read_function(self._stdin), portal, blocks),
+                                 args=(_stdin_read_function(self._stdin), self._read_size,
+                                       portal, blocks),
                                  daemon=True).start()
                 while data := await arrived.receive():
                     if isinstance(data, Exception):
@@ -480,16 +483,40 @@ def _stdin_read_function(source: BinaryIO) -> Callable[[int], bytes]:
         fd = source.fileno()
     except (OSError, ValueError):  # io.UnsupportedOperation is both
         return _read_function(source)
-    return functools.partial(os.read, fd)
+    return functools.partial(_read_waiting, fd)
 
 
-def _read_blocks(read: Callable[[int], bytes], portal: BlockingPortal,
+def _read_waiting(fd: int, size: int) -> bytes:
+    """One read that may block, then whatever else is already waiting, up to ``size``.
+
+    A pipe hands over at most what it holds (64 KiB on Linux) per read; taking
+    what is already there too means a bulk pipe costs one hand-off to the
+    event loop per ``size`` bytes, while a slow writer's lines still go on
+    as soon as they arrive.
+    """
+    data = os.read(fd, size)
+    if not data or len(data) >= size:
+        return data
+    parts, got = [data], len(data)
+    try:
+        while got < size and select.select([fd], [], [], 0)[0]:
+            more = os.read(fd, size - got)
+            if not more:
+                break  # the end: the next read sees it again
+            parts.append(more)
+            got += len(more)
+    except (OSError, ValueError):
+        pass  # not selectable here: what was read is enough
+    return b"".join(parts)
+
+
+def _read_blocks(read: Callable[[int], bytes], size: int, portal: BlockingPortal,
                  blocks: MemoryObjectSendStream[bytes | Exception]) -> None:
     """Body of the standard-input thread: blocks (``b""`` at the end) or the error."""
     try:
         while True:
             try:
-                data = read(CHUNK_BYTES)
+                data = read(size)
             except Exception as exc:
                 portal.call(blocks.send, exc)
                 return

@@ -22,7 +22,7 @@ import pytest
 from anyio.abc import ByteStream, SocketAttribute
 
 from mantle_stream import EventDecoder, EventError, FeedError
-from mantle_stream._feeds import Chunk, Feed, Peer, open_feed
+from mantle_stream._feeds import Chunk, Feed, Peer, _read_waiting, open_feed
 from mantle_stream._sources import CHUNK_BYTES, READ_BYTES, split_lines
 
 pytestmark = pytest.mark.anyio
@@ -133,6 +133,48 @@ async def test_file_feed_delivers_every_line_in_numbered_chunks_of_whole_lines(
 def test_split_lines_cuts_at_line_ends(chunk: bytes, size: int, pieces: list[bytes]) -> None:
     assert list(split_lines(chunk, size)) == pieces
     assert b"".join(split_lines(chunk, size)) == chunk
+
+
+@live  # a read that waited for more would hang here
+def test_a_stdin_read_takes_what_is_waiting_and_never_waits_for_more() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b"a" * 5000)
+        # More than is waiting was asked for; the writer is still there. The
+        # read returns what there is instead of waiting for the rest.
+        assert _read_waiting(read_fd, 1 << 20) == b"a" * 5000
+        os.write(write_fd, b"b" * 5000)
+        assert _read_waiting(read_fd, 3000) == b"b" * 3000  # never more than asked
+        assert _read_waiting(read_fd, 3000) == b"b" * 2000
+    finally:
+        os.close(write_fd)
+    try:
+        assert _read_waiting(read_fd, 1000) == b""  # the end
+    finally:
+        os.close(read_fd)
+
+
+@live
+def test_a_stdin_read_of_a_pipe_being_written_loses_and_reorders_nothing() -> None:
+    data = bytes(range(256)) * 8192  # 2 MiB
+    read_fd, write_fd = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(write_fd, "wb", buffering=0) as pipe:
+            for start in range(0, len(data), 4096):
+                pipe.write(data[start:start + 4096])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    got = []
+    try:
+        while block := _read_waiting(read_fd, READ_BYTES):
+            assert len(block) <= READ_BYTES
+            got.append(block)
+    finally:
+        writer.join()
+        os.close(read_fd)
+    assert b"".join(got) == data
 
 
 async def test_stdin_feed_reads_a_pipe_without_blocking_the_event_loop() -> None:
