@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mantle_stream as ms
+from mantle_stream._sources import CHUNK_BYTES, split_lines
 
 SKILLS = ["card_replace", "transfer", "identity", "balance"]
 TOOLS = ["check_balance", "order_replacement", "check_address", "get_limits", "lookup_payee",
@@ -159,17 +160,24 @@ def feed(conversations: int, events: int, *, interleave: int = 50, seed: int = 7
     return b"\n".join(lines) + b"\n"
 
 
-def chunks(data: bytes, size: int = 64 * 1024) -> list[bytes]:
+def chunks(data: bytes, size: int = CHUNK_BYTES) -> list[bytes]:
     """Split at line boundaries into ~size-byte chunks, as the feeds do."""
-    out = []
-    start = 0
-    while start < len(data):
-        end = data.rfind(b"\n", start, start + size) + 1
-        if end <= start:
-            end = data.index(b"\n", start) + 1
-        out.append(data[start:end])
-        start = end
-    return out
+    return list(split_lines(data, size))
+
+
+def best_after(scen: ms.Scenario, before: list[bytes], timed: list[bytes],
+               repeat: int) -> float:
+    """Best seconds to push ``timed`` into a fresh evaluator that has taken ``before``."""
+    best = float("inf")
+    for _ in range(repeat):
+        evaluator = ms.Evaluator([scen])
+        for part in before:
+            evaluator.push_chunk(part)
+        t0 = time.perf_counter()
+        for part in timed:
+            evaluator.push_chunk(part)
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def best_of(fn: Callable[[], object], repeat: int) -> float:

@@ -34,7 +34,7 @@ import msgspec
 import mantle_stream as ms
 
 from _baselines import NaiveLive, PostHoc, verdicts
-from _common import best_of, chunks, conversation_lines, feed, machine, scenario
+from _common import best_after, best_of, chunks, conversation_lines, feed, machine, scenario
 
 
 def conversations_of(data: bytes, count: int) -> bytes:
@@ -57,15 +57,7 @@ def by_length(scen: ms.Scenario, lengths: list[int], after: int, repeat: int,
         prefix = chunks(b"\n".join(lines[:n]) + b"\n")
         tail = chunks(b"\n".join(lines[n:n + after]) + b"\n")
 
-        best = float("inf")
-        for _ in range(repeat):
-            evaluator = ms.Evaluator([scen])
-            for part in prefix:
-                evaluator.push_chunk(part)
-            t0 = time.perf_counter()
-            for part in tail:
-                evaluator.push_chunk(part)
-            best = min(best, time.perf_counter() - t0)
+        best = best_after(scen, prefix, tail, repeat)
 
         # A few events re-judge the whole history each: about 2·10⁵ event visits per
         # assertion in total, whatever N (at N = 10⁵ that is two events).

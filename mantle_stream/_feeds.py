@@ -191,12 +191,12 @@ class _Lines:
         self._skipping = False  # inside an overlong line already reported
         self._next = first_line
 
-    def feed(self, data: bytes) -> tuple[bytes, int]:
-        """The complete lines so far (maybe ``b""``) and the number of the first."""
+    def feed(self, data: bytes) -> list[tuple[bytes, int]]:
+        """The complete lines so far, as chunks each with the number of its first line."""
         if self._skipping:
             newline = data.find(b"\n")
             if newline < 0:
-                return b"", self._next
+                return []
             self._skipping = False
             data = data[newline + 1:]
         chunk = self._chunker.feed(data)
@@ -208,17 +208,20 @@ class _Lines:
             self._skipping = True
         return self._take(chunk)
 
-    def finish(self) -> tuple[bytes, int]:
+    def finish(self) -> list[tuple[bytes, int]]:
         """The final line of a source that ended cleanly, completed with a newline."""
         if self._skipping:
             self._skipping = False
-            return b"", self._next
+            return []
         return self._take(self._chunker.flush())
 
-    def _take(self, chunk: bytes) -> tuple[bytes, int]:
-        first = self._next
-        self._next += count_lines(chunk)
-        return chunk, first
+    def _take(self, chunk: bytes) -> list[tuple[bytes, int]]:
+        # A large read is handed on in chunks of the size the engine decodes best.
+        pieces = []
+        for piece in split_lines(chunk):
+            pieces.append((piece, self._next))
+            self._next += count_lines(piece)
+        return pieces
 
     def _cut_long_lines(self, chunk: bytes) -> bytes:
         parts: list[bytes] = []
@@ -386,14 +389,9 @@ class _Invalid(Feed):
         raise FeedError(self._message)
 
 
-async def _put(send: MemoryObjectSendStream[_Item], piece: tuple[bytes, int],
+async def _put(send: MemoryObjectSendStream[_Item], pieces: list[tuple[bytes, int]],
                peer: Peer | None) -> None:
-    data, first = piece
-    if len(data) > CHUNK_BYTES:  # a large read: hand it on in chunks the engine decodes best
-        for part in split_lines(data):
-            await send.send(Chunk(part, peer, first))
-            first += count_lines(part)
-    elif data:
+    for data, first in pieces:
         await send.send(Chunk(data, peer, first))
 
 

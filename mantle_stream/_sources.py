@@ -1,4 +1,4 @@
-"""Blocking line-chunk readers for files and standard input.
+"""Line chunking for the feeds: partial lines across reads, reads cut at line ends.
 
 An edge module: turns a byte stream into chunks that end at a line boundary,
 so the engine's chunked decoder never sees half a line. The engine gets
@@ -10,12 +10,9 @@ files are read in larger blocks (:data:`READ_BYTES`) and split with
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from mantle_stream._errors import FeedError
-
-__all__ = ["CHUNK_BYTES", "READ_BYTES", "LineChunker", "read_chunks", "split_lines"]
+__all__ = ["CHUNK_BYTES", "READ_BYTES", "LineChunker", "split_lines"]
 
 #: The size of the chunks handed to the engine.
 CHUNK_BYTES = 64 * 1024
@@ -74,36 +71,3 @@ class LineChunker:
     @property
     def pending(self) -> int:
         return len(self._pending)
-
-
-def _chunks(read: Callable[[int], bytes]) -> Iterator[bytes]:
-    chunker = LineChunker()
-    while True:
-        data = read(CHUNK_BYTES)
-        if not data:
-            break
-        chunk = chunker.feed(data)
-        if chunk:
-            yield chunk
-    tail = chunker.flush()
-    if tail:
-        yield tail
-
-
-def read_chunks(source: str) -> Iterator[bytes]:
-    """Chunks of complete lines from a file path or ``-`` (standard input)."""
-    if source == "-":
-        stdin = sys.stdin.buffer
-        read = getattr(stdin, "read1", stdin.read)
-        yield from _chunks(read)
-        return
-    if source.startswith(("follow:", "tcp://", "unix:")):
-        raise FeedError(f"`{source}` is a live source; use `mantle-stream watch` or a file")
-    try:
-        fh = open(source, "rb")  # noqa: SIM115 - closed in finally, generator-friendly
-    except OSError as exc:
-        raise FeedError(f"cannot read events from `{source}`: {exc.strerror}") from None
-    try:
-        yield from _chunks(fh.read)
-    finally:
-        fh.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import mantle_stream as ms
-from mantle_stream._sources import read_chunks
+from mantle_stream._sources import split_lines
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "eval"
 ROW = re.compile(r"^\| (\d+) \| (\w+) \| (passed|failed) \| (\d+|end) \|")
@@ -36,7 +36,7 @@ def expected() -> dict[str, list[tuple[int, str, str, int | None]]]:
 
 def judge(events: Path) -> dict[str, list[tuple[int, str, str, int | None]]]:
     evaluator = ms.Evaluator(ms.load_scenarios([EXAMPLES / "scenarios"]), source=str(events))
-    for chunk in read_chunks(str(events)):
+    for chunk in split_lines(events.read_bytes()):
         evaluator.push_chunk(chunk)
     evaluator.finish_all()
     assert evaluator.unmatched() == []

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import mantle_stream as ms
-from mantle_stream._sources import read_chunks
+from mantle_stream._sources import split_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -33,7 +33,7 @@ def report_of(ev: ms.Evaluator) -> dict[str, Any]:
 
 def uninterrupted() -> dict[str, Any]:
     ev = evaluator()
-    for chunk in read_chunks(str(ALL_EVENTS)):
+    for chunk in split_lines(ALL_EVENTS.read_bytes()):
         ev.push_chunk(chunk)
     ev.finish_all()
     return report_of(ev)
