@@ -43,15 +43,19 @@ from mantle_stream._scenario import (
 )
 from mantle_stream._verdicts import Verdict
 
-__all__ = ["Plan", "RouteEntry", "compile_assertion", "compile_scenario"]
+__all__ = ["BY_VALUE", "Plan", "RouteEntry", "compile_assertion", "compile_scenario"]
+
+#: Routes a bot message by its response name: the ``value`` the engine passes
+#: with it (read from the metadata only when some check names a response).
+BY_VALUE: Any = object()
 
 #: The attribute each payload type is routed by; None routes by kind alone.
-_ROUTE_KEY: dict[type[ev.Payload], str | None] = {
+_ROUTE_KEY: dict[type[ev.Payload], Any] = {
     ev.User: None,
-    ev.Bot: "utter_name",
+    ev.Bot: BY_VALUE,
     ev.ToolExecuted: "tool_name",
-    ev.MemorySet: "name",
-    ev.MemoryCleared: "name",
+    ev.MemorySet: "key",
+    ev.MemoryCleared: "key",
     **{cls: "skill_id" for cls in ev.PAYLOAD_TYPES.values()
        if issubclass(cls, (ev.SkillEvent, ev.OrderedBlockEvent))},
 }
@@ -84,10 +88,6 @@ class Plan:
         self.fresh_states = tuple(m.state() for m in fresh)
         self.untouched: tuple[Any, ...] = (UNTOUCHED,) * len(fresh)
 
-    def machines(self) -> list[Machine | None]:
-        """Fresh machines for a new conversation."""
-        return [cls(plan) for cls, plan in self.factories]
-
     def machine(self, index: int) -> Machine:
         """A fresh machine for one assertion (created on its first routed event)."""
         cls, plan = self.factories[index]
@@ -108,8 +108,11 @@ def _route_table(per_assertion: list[set[Route]]) -> dict[type[ev.Payload], Rout
         cls = _KIND_TYPE[kind]
         any_key = wild.get(kind, set())
         attr = _ROUTE_KEY[cls]
-        getter = None if attr is None else operator.attrgetter(attr)
         by_key = {key: tuple(sorted(ids | any_key)) for key, ids in keyed.get(kind, {}).items()}
+        if attr is None or not by_key:
+            getter = None  # no check names a key: every event of the kind goes to `wild`
+        else:
+            getter = attr if attr is BY_VALUE else operator.attrgetter(attr)
         table[cls] = (getter, by_key, tuple(sorted(any_key)))
     return table
 

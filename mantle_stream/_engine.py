@@ -15,12 +15,12 @@ from __future__ import annotations
 import contextlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
 
-from mantle_stream._compiler import Plan, compile_scenario
+from mantle_stream._compiler import BY_VALUE, Plan, compile_scenario
 from mantle_stream._errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream._events import (
     MAX_LINE_BYTES,
@@ -29,9 +29,12 @@ from mantle_stream._events import (
     MemorySet,
     Payload,
     SessionEnded,
+    Skipped,
     ToolExecuted,
     User,
     count_lines,
+    excerpt,
+    metadata_field,
     parse_json_value,
     payload_of,
 )
@@ -49,10 +52,14 @@ __all__ = ["Checkpoint", "ConversationState", "Evaluator", "UnmatchedConversatio
 
 #: Events kept for a conversation that has not yet named its scenario.
 MAX_UNNAMED_BUFFER = 1000
-#: Events of one conversation held back waiting for a missing earlier sequence.
-DEFAULT_REORDER_WINDOW = 0  # at-least-once brokers repeat; few reorder (see docs)
+#: Events of one conversation held back waiting for a missing earlier sequence:
+#: Kafka with Rasa's default (unkeyed) partitioning delivers a turn's burst out
+#: of order routinely. Past this many, the oldest gap is given up on.
+DEFAULT_REORDER_WINDOW = 1000
 #: Event ids remembered per conversation for events that carry no sequence.
 RECENT_IDS = 64
+#: Given-up gaps remembered per conversation, to tell late events from duplicates.
+RECENT_GAPS = 16
 
 
 
@@ -76,6 +83,10 @@ class ConversationState(msgspec.Struct, frozen=True):
     results: list[Decision | None]
     machines: list[list[Any] | None]
     finished: bool = False
+    unsequenced: int = 0  # rows without a sequence seen (replayed ones are skipped)
+    recent_ids: list[str] = []
+    gave_up: list[tuple[int, int]] = []
+    stopped: Decision | None = None
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -93,7 +104,7 @@ class Checkpoint(msgspec.Struct, frozen=True):
     failed: int = 0
 
 
-_CHECKPOINT_VERSION = 1
+_CHECKPOINT_VERSION = 2
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _checkpoint_encoder = msgspec.json.Encoder()
 
@@ -123,7 +134,7 @@ def _value_of(payload: Payload) -> Any:
     if type(payload) is MemorySet:
         return parse_json_value(payload.value_json, "`memory_set.value_json`")
     tool: ToolExecuted = payload  # type: ignore[assignment]
-    value = parse_json_value(tool.arguments_json, "`tool_executed.arguments_json`")
+    value = parse_json_value(tool.arguments_json or "{}", "`tool_executed.arguments_json`")
     if type(value) is not dict:
         raise EventError("`tool_executed.arguments_json` must hold a JSON object, got "
                          f"{type(value).__name__}")
@@ -131,9 +142,10 @@ def _value_of(payload: Payload) -> Any:
 
 
 class _Conversation:
-    __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "held", "last_seq",
-                 "machines", "pending", "plan", "recent_ids", "replay_upto", "requested",
-                 "results", "turn")
+    __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "gave_up", "held",
+                 "last_seq", "machines", "max_seen", "pending", "plan", "recent_ids",
+                 "replay_unsequenced", "replay_upto", "requested", "results", "stopped", "turn",
+                 "unsequenced")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
@@ -144,17 +156,24 @@ class _Conversation:
         self.failed = False  # an assertion has failed
         self.events = 0
         self.turn = 0
-        self.armed: list[int] = []  # machines to show the next user event (see ARM)
+        self.armed: list[int] = []  # machines to show the next turn-starting user event
         self.finished = False
+        self.stopped: Decision | None = None  # the simulator was told to stop, after this
         self.requested: str | None = None  # a scenario name that is not loaded
         self.buffer: list[Event] | None = None  # held until the scenario is named
         # Ordering: events are applied in `sequence` order. `last_seq` is the
         # last applied (everything at or below it is a duplicate or too late);
         # `held` keeps events that arrived after a gap, at most the reorder
-        # window, as a heap of (sequence, arrival, event).
+        # window, as a heap of (sequence, arrival, event). A row without a
+        # sequence that arrives while events are held waits behind the highest
+        # sequence that had arrived before it (`max_seen`).
         self.last_seq = -1
+        self.max_seen = -1
         self.held: list[tuple[int, int, Event]] | None = None
+        self.gave_up: list[tuple[int, int]] | None = None  # gaps given up on, for late events
         self.replay_upto = -1  # restored from a checkpoint: sequences applied before
+        self.unsequenced = 0  # rows without a sequence seen so far
+        self.replay_unsequenced = 0  # ... of which this many were seen before a restore
         self.recent_ids: deque[str] | None = None  # ids of recent sequence-less events
 
 
@@ -165,13 +184,15 @@ class Evaluator:
     >>> for decision in evaluator.push_line(line): ...           # doctest: +SKIP
     >>> evaluator.finish_all(); evaluator.results()              # doctest: +SKIP
 
-    With one scenario every conversation is judged against it; with several,
-    a conversation is judged against the scenario whose name or file stem
-    equals ``metadata.scenario`` on its events.
+    Which scenario judges a conversation: the one ``assignments`` names for
+    its id (an ``evaluate_agent`` results folder, see ``_results``); else,
+    with one scenario loaded, that one; else the scenario whose name or file
+    stem is ``"scenario"`` in the envelope metadata of its events.
     """
 
     def __init__(self, scenarios: Scenario | Iterable[Scenario], *,
-                 source: str = "<events>", reorder_window: int = DEFAULT_REORDER_WINDOW) -> None:
+                 source: str = "<events>", reorder_window: int = DEFAULT_REORDER_WINDOW,
+                 assignments: Mapping[str, str] | None = None) -> None:
         if reorder_window < 0:
             raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
         self.reorder_window = reorder_window
@@ -187,19 +208,21 @@ class Evaluator:
                 if other is not None and len(self._plans) > 1:
                     raise UsageError(
                         f"`{name}` names two scenarios ({other.scenario.path} and "
-                        f"{plan.scenario.path}): metadata.scenario could not tell them apart; "
-                        "rename one (its `name`, or its file)")
+                        f"{plan.scenario.path}): a results folder or metadata could not tell "
+                        "them apart; rename one (its `name`, or its file)")
                 self._by_name[name] = plan
         self._single = self._plans[0] if len(self._plans) == 1 else None
+        self._assignments = dict(assignments or {})
         self._convs: dict[str, _Conversation] = {}
         self._open_convs: dict[str, _Conversation] = {}  # not finished yet
         self._judged = 0  # conversations with a scenario (the rest are unmatched)
         self._decoder = EventDecoder(source)
+        self._decode = msgspec.json.Decoder(Event).decode
         self._line = 0
         self._events = 0
         self._late = 0
-        self._duplicates = 0  # events at or below a conversation's last applied sequence
-        self._gaps = 0  # missing sequences given up on after the reorder window
+        self._duplicates = 0  # delivered again: skipped
+        self._gaps = 0  # missing sequences given up on
         self._held = 0  # events waiting in reorder windows now
         self._arrivals = 0  # tie-breaker keeping held events in arrival order
         self._releasing = False
@@ -220,7 +243,7 @@ class Evaluator:
     def push(self, event: Event) -> list[Decision]:
         """Apply one parsed event; return the decisions it caused."""
         try:
-            payload_of(event)  # exactly one payload, or EventError
+            payload_of(event)  # exactly one payload and a conversation, or EventError
         except EventError as exc:
             raise EventError(exc.message, source=self._decoder.source) from None
         out: list[Decision] = []
@@ -240,14 +263,23 @@ class Evaluator:
             except UnicodeEncodeError as exc:
                 raise EventError(f"not valid text ({exc.reason})", source=self._decoder.source,
                                  line=self._line) from None
-        event = self._decoder.decode_line(line.rstrip(b"\r\n"), self._line)
         out: list[Decision] = []
-        if event is not None:
-            try:
-                self._run([event], out)
-            except _Irregular as irregular:
-                raise self._locate(irregular.error, self._line, line) from None
+        self._push_line(line.rstrip(b"\r\n"), self._line, out)
         return out
+
+    def _push_line(self, line: bytes, line_no: int, out: list[Decision],
+                   stop_at_failure: bool = False) -> None:
+        """Decode and apply one line on its own (exact line numbers in errors)."""
+        try:
+            event = self._decoder.decode_raw(line, line_no)
+        except EventError as exc:
+            raise self._locate(exc, line_no, line) from None
+        if event is None:
+            return
+        try:
+            self._run([event], out, stop_at_failure, line, line_no)
+        except _Irregular as irregular:
+            raise self._locate(irregular.error, line_no, line) from None
 
     def push_chunk(self, chunk: bytes, *, stop_at_failure: bool = False,
                    on_bad: Callable[[EventError], object] | None = None,
@@ -267,33 +299,28 @@ class Evaluator:
         self._source = source
         lines = count_lines(chunk) + (0 if chunk.endswith(b"\n") or not chunk else 1)
         self._line += lines
-        decoder = self._decoder
         events: list[Event] | None = None
         if len(chunk) <= MAX_LINE_BYTES:  # else the slow path checks each line's length
             # A bad line somewhere: the slow path below finds it and names it.
             with contextlib.suppress(msgspec.DecodeError, RecursionError):
-                events = decoder.decode_lines(chunk)
+                events = self._decoder.decode_lines(chunk)
             if events is not None and len(events) != lines:
                 # Blank lines, or two JSON values on one line: only the line by
-                # line path can tell which event came from which line. (A chunk
-                # with both, in equal numbers, still reads as one event per value:
-                # finding that out would mean scanning every chunk.)
+                # line path can tell which event came from which line, and it
+                # rejects a line holding two values.
                 events = None
         out: list[Decision] = []
         if events is None:
-            # Line by line: exact line numbers, legacy rows mapped, unknown kinds dropped.
             for offset, line in enumerate(chunk.split(b"\n")):
                 try:
-                    event = decoder.decode_line(line, first + offset)
-                    if event is not None:
-                        self._run([event], out, stop_at_failure)
-                except (EventError, _Irregular) as exc:
-                    error = exc.error if isinstance(exc, _Irregular) else exc
-                    self._bad_event(self._locate(error, first + offset, line), on_bad, out)
+                    self._push_line(line, first + offset, out, stop_at_failure)
+                except EventError as exc:
+                    self._bad_event(exc, on_bad, out)
                 if stop_at_failure and self._failed_now(out):
                     break
             return out
         start = 0
+        split: list[bytes] | None = None
         while True:
             try:
                 self._run(events[start:] if start else events, out, stop_at_failure, chunk,
@@ -301,8 +328,10 @@ class Evaluator:
                 return out
             except _Irregular as irregular:
                 position = start + irregular.position
-                self._bad_event(self._locate(irregular.error,
-                                             *_line_of(chunk, first, position)), on_bad, out)
+                if split is None:
+                    split = chunk.split(b"\n")
+                self._bad_event(self._locate(irregular.error, first + position,
+                                             split[position]), on_bad, out)
                 start = position + 1
                 if stop_at_failure and self._failed_now(out):
                     return out
@@ -322,15 +351,28 @@ class Evaluator:
             return exc
         return EventError(exc.message, source=source,
                           line=exc.line if exc.line is not None else line_no,
-                          excerpt=exc.excerpt or line.decode("utf-8", "replace").strip()[:120])
+                          excerpt=exc.excerpt or excerpt(line))
 
-    def release_held(self) -> list[Decision]:
-        """Apply every event waiting in a reorder window, giving up on the gaps."""
+    def release_held(self, conversation_id: str | None = None) -> list[Decision]:
+        """Apply the events waiting in reorder windows, giving up on their gaps.
+
+        One conversation's, or every conversation's. The runner calls this for
+        a conversation whose gap has stayed open for ``--gap-timeout`` seconds.
+        """
         out: list[Decision] = []
-        for conv in list(self._open_convs.values()):
+        if conversation_id is not None:
+            conv = self._open_convs.get(conversation_id)
+            convs = [] if conv is None else [conv]
+        else:
+            convs = list(self._open_convs.values())
+        for conv in convs:
             if conv.held:
                 self._release(conv, out, force=len(conv.held))
         return out
+
+    def holding(self) -> list[str]:
+        """Conversations with events waiting for a missing earlier sequence."""
+        return [cid for cid, conv in self._open_convs.items() if conv.held]
 
     @staticmethod
     def _failed_now(out: list[Decision]) -> bool:
@@ -352,52 +394,58 @@ class Evaluator:
 
         Every event of every source passes through this loop, so routing is
         inlined rather than split into helpers: each extra Python call per
-        event costs about a fifth of decoding the event. ``chunk``/``first``
-        locate the events' lines when an irregular one (a legacy row, an
-        unknown kind, a bad event) must be decoded again on its own. Raises
-        :class:`_Irregular` for a bad event; the events before it stay applied.
+        event costs about a fifth of decoding the event. ``chunk`` holds the
+        events' lines, one each, from line ``first``; ``events[i]`` is line
+        ``offset + i``: a line without exactly one payload field set (a flat
+        event, a newer engine's kind, a bad event) is decoded again from it.
+        Raises :class:`_Irregular` for a bad event; the events before it stay
+        applied.
         """
         convs = self._convs
         decide = self._decide
         parse_json = _parse_json
-        skipped = 0  # events not applied (unknown kinds), or not reached
+        lines: list[bytes] | None = None  # the chunk split, on the first irregular line
+        skipped = 0  # events not applied (replayed), or not reached
         try:
             for position, event in enumerate(events):
                 # Exactly one payload: single_payload() inlined (see _events for
                 # why two chains; the tests check both copies agree).
                 payload: Any = (
-                    event.tool_executed or event.bot or event.memory_set or event.user
+                    event.stack or event.action or event.bot or event.user
+                    or event.tool_executed or event.memory_set or event.bot_turn_ended
                     or event.memory_cleared or event.skill_activated or event.skill_completed
                     or event.skill_interrupted or event.skill_resumed or event.skill_cancelled
                     or event.ordered_block_entered or event.ordered_block_completed
                     or event.ordered_block_interrupted or event.ordered_block_resumed
                     or event.ordered_block_cancelled or event.session_started
-                    or event.session_ended)
+                    or event.session_ended or event.inactive or event.user_barge_in
+                    or event.tts_finished or event.user_silence_timeout
+                    or event.user_input_suppressed or event.unsupported_request_classified)
                 if payload is None or payload is not (
-                        event.session_ended or event.session_started
-                        or event.ordered_block_cancelled or event.ordered_block_resumed
-                        or event.ordered_block_interrupted or event.ordered_block_completed
-                        or event.ordered_block_entered or event.skill_cancelled
-                        or event.skill_resumed or event.skill_interrupted
-                        or event.skill_completed or event.skill_activated
-                        or event.memory_cleared or event.user or event.memory_set
-                        or event.bot or event.tool_executed):
-                    # Not exactly one known payload: decode its line alone (a legacy
-                    # row, an unknown kind, or a bad event that gets its line number).
-                    if chunk is None:
-                        try:
-                            payload_of(event)
-                        except EventError as exc:
-                            raise _Irregular(exc, position) from None
-                    line_no, line = _line_of(chunk or b"", first, offset + position)
+                        event.unsupported_request_classified or event.user_input_suppressed
+                        or event.user_silence_timeout or event.tts_finished
+                        or event.user_barge_in or event.inactive or event.session_ended
+                        or event.session_started or event.ordered_block_cancelled
+                        or event.ordered_block_resumed or event.ordered_block_interrupted
+                        or event.ordered_block_completed or event.ordered_block_entered
+                        or event.skill_cancelled or event.skill_resumed
+                        or event.skill_interrupted or event.skill_completed
+                        or event.skill_activated or event.memory_cleared
+                        or event.bot_turn_ended or event.memory_set or event.tool_executed
+                        or event.user or event.bot or event.action or event.stack):
+                    # Not exactly one payload field: a flat event, a newer kind, or
+                    # a bad event. Decode its line again on its own.
                     try:
-                        decoded = self._decoder.decode_line(line, line_no)
+                        if chunk is None:
+                            payload_of(event)  # raises: pushed as an Event
+                        if lines is None:
+                            lines = chunk.split(b"\n")  # type: ignore[union-attr]
+                        event, payload = self._decoder.classify(
+                            event, lines[offset + position], first + offset + position)
                     except EventError as exc:
                         raise _Irregular(exc, position) from None
-                    if decoded is None:
-                        skipped += 1  # an unknown kind, counted by the decoder
-                        continue
-                    event, payload = decoded, payload_of(decoded)
+                elif not event.conversation_id:
+                    raise _Irregular(EventError("no `conversation_id`"), position)
                 cls = type(payload)
                 # Parse JSON-in-a-string before touching any state: a bad event
                 # leaves the evaluator as it was (the caller may skip it).
@@ -405,9 +453,11 @@ class Evaluator:
                 if cls is ToolExecuted or cls is MemorySet:
                     try:  # _value_of() inlined; it words the error when this fails
                         if cls is ToolExecuted:
-                            value = parse_json(payload.arguments_json)
+                            text = payload.arguments_json
+                            value = {} if text is None else parse_json(text)
                             if type(value) is not dict:
                                 raise ValueError
+                            value = (value, event.metadata)
                         else:
                             value = parse_json(payload.value_json)
                     except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
@@ -418,65 +468,80 @@ class Evaluator:
                 plan = conv.plan
                 if plan is None or conv.finished:
                     if conv.finished:
-                        if 0 <= event.sequence <= conv.replay_upto:
-                            self._replayed += 1
-                            skipped += 1
-                        elif 0 <= event.sequence <= conv.last_seq:
-                            self._duplicates += 1
-                        else:
-                            self._late += 1
-                            # Late events move the replay mark too, so a resumed
-                            # run does not count them twice.
-                            conv.last_seq = max(conv.last_seq, event.sequence)
+                        skipped += self._after_end(conv, event)
                         continue
                     plan = self._await_scenario(conv, event, payload, out)
                     if plan is None:
                         continue
                 seq = event.sequence
-                last = conv.last_seq
-                if seq != last + 1:
-                    if seq < 0:
-                        # A row without sequence (legacy): arrival order, and its
-                        # event_id is the only way to know it was seen before.
-                        if event.event_id and self._seen_id(conv, event.event_id):
-                            self._duplicates += 1
-                            continue
-                        seq = last + 1
-                    elif seq <= last:
-                        if seq <= conv.replay_upto:
-                            self._replayed += 1  # applied before the restart
-                            skipped += 1
-                        else:
-                            self._duplicates += 1  # delivered twice, or too late to apply
+                if self._releasing:  # a held event, next in order (see _release)
+                    if seq is not None:
+                        conv.last_seq = seq
+                elif seq is None:
+                    # No sequence: arrival order, and its event_id is the only way
+                    # to know it was seen before.
+                    if conv.replay_unsequenced:
+                        conv.replay_unsequenced -= 1  # seen before the restore
+                        self._replayed += 1
+                        skipped += 1
                         continue
-                    elif self._hold(conv, seq, event, out):
-                        continue  # waits for the missing sequences
-                conv.last_seq = seq
+                    conv.unsequenced += 1
+                    if event.event_id and self._seen_id(conv, event.event_id):
+                        self._duplicates += 1
+                        continue
+                    if conv.held:
+                        self._hold(conv, conv.max_seen, event, out)
+                        continue
+                elif seq != conv.last_seq + 1:
+                    if seq <= conv.last_seq:
+                        skipped += self._behind(conv, seq)
+                        continue
+                    if seq > conv.max_seen:
+                        conv.max_seen = seq
+                    if self.reorder_window:
+                        self._hold(conv, seq, event, out)
+                        continue
+                    conv.last_seq = seq  # no window: gaps are not waited for
+                else:
+                    conv.last_seq = seq
+                    if seq > conv.max_seen:
+                        conv.max_seen = seq
                 conv.events += 1
-                if cls is User:
-                    conv.turn += 1
-                    if conv.armed:  # machines that asked to see this turn boundary
-                        self._end_of_turn(conv, payload, seq, out)
-                route = plan.routes.get(cls)
-                if route is not None:
-                    getter, keyed, wild = route
-                    machines = conv.machines
-                    turn = conv.turn
-                    for index in wild if getter is None else keyed.get(getter(payload), wild):
-                        machine = machines[index]
-                        if machine is not None:
-                            if machine is UNTOUCHED:
-                                machine = machines[index] = plan.machine(index)
-                            outcome = machine.step(payload, value, turn)
-                            if outcome is not None:
-                                if outcome is ARM:
-                                    conv.armed.append(index)
-                                else:
-                                    decide(conv, index, outcome[0], seq, outcome[1], out)
-                if cls is SessionEnded:
-                    self._drop_held(conv)
-                    self._finish(conv, out)
-                elif conv.held and conv.held[0][0] == seq + 1 and not self._releasing:
+                if cls is not Skipped:
+                    if cls is User:
+                        text = payload.text
+                        # A turn starts at a real message, not "" or a /command.
+                        if text and (text := text.strip()) and text[0] != "/":
+                            conv.turn += 1
+                            if conv.armed:  # machines that asked to see this boundary
+                                self._end_of_turn(conv, payload, seq, out)
+                    route = plan.routes.get(cls)
+                    if route is not None:
+                        getter, keyed, wild = route
+                        if getter is None:
+                            targets = wild
+                        elif getter is BY_VALUE:  # a bot message, by its response name
+                            value = metadata_field(event.metadata, "utter_action")
+                            targets = keyed.get(value, wild) if type(value) is str else wild
+                        else:
+                            targets = keyed.get(getter(payload), wild)
+                        machines = conv.machines
+                        turn = conv.turn
+                        for index in targets:
+                            machine = machines[index]
+                            if machine is not None:
+                                if machine is UNTOUCHED:
+                                    machine = machines[index] = plan.machine(index)
+                                outcome = machine.step(payload, value, turn)
+                                if outcome is not None:
+                                    if outcome is ARM:
+                                        conv.armed.append(index)
+                                    else:
+                                        decide(conv, index, outcome[0], seq, outcome[1], out)
+                    if cls is SessionEnded:
+                        self._drop_held(conv)
+                        self._finish(conv, out)
+                if conv.held and not self._releasing:
                     self._release(conv, out)
                 if stop_at_failure and out and self._failed_now(out):
                     skipped += len(events) - position - 1
@@ -486,6 +551,39 @@ class Evaluator:
             raise
         finally:
             self._events += len(events) - skipped
+
+    def _behind(self, conv: _Conversation, seq: int) -> int:
+        """An event at or below the last applied sequence: 1 if it was replayed."""
+        if seq <= conv.replay_upto:
+            self._replayed += 1  # applied before the restart
+            return 1
+        if conv.gave_up and any(lo <= seq <= hi for lo, hi in conv.gave_up):
+            self._late += 1  # its gap was given up on before it came
+        else:
+            self._duplicates += 1
+        return 0
+
+    def _after_end(self, conv: _Conversation, event: Event) -> int:
+        """An event of a conversation that has ended: 1 if it was replayed."""
+        seq = event.sequence
+        if seq is None:
+            if conv.replay_unsequenced:
+                conv.replay_unsequenced -= 1
+                self._replayed += 1
+                return 1
+            conv.unsequenced += 1
+            if event.event_id and self._seen_id(conv, event.event_id):
+                self._duplicates += 1
+            else:
+                self._late += 1
+            return 0
+        if seq <= conv.last_seq:
+            return self._behind(conv, seq)
+        self._late += 1
+        # Late events move the replay mark too, so a resumed run does not
+        # count them twice.
+        conv.last_seq = seq
+        return 0
 
     def _seen_id(self, conv: _Conversation, event_id: str) -> bool:
         """Remember the ids of recent sequence-less events (at most RECENT_IDS)."""
@@ -497,42 +595,44 @@ class Evaluator:
         recent.append(event_id)
         return False
 
-    def _hold(self, conv: _Conversation, seq: int, event: Event,
-              out: list[Decision]) -> bool:
-        """Keep an event that arrived after a gap; False to apply it right away.
+    def _hold(self, conv: _Conversation, key: int, event: Event, out: list[Decision]) -> None:
+        """Keep an event that arrived after a gap, in sequence order.
 
-        With a window of 0 the gap is given up on at once. When the window
-        overflows, the oldest held event is applied across its gap.
+        ``key`` is its sequence, or for a row without one the highest sequence
+        that had arrived before it. When the window overflows, the oldest gap
+        is given up on.
         """
-        if not self.reorder_window:
-            return False  # sequences may have gaps; without a window nothing waits
         held = conv.held
         if held is None:
             held = conv.held = []
-        elif any(s == seq for s, _, _ in held):
-            self._duplicates += 1
-            return True
-        heapq.heappush(held, (seq, self._arrivals, event))
+        heapq.heappush(held, (key, self._arrivals, event))
         self._arrivals += 1
         self._held += 1
         if len(held) > self.reorder_window:
             self._release(conv, out, force=1)
-        return True
 
     def _release(self, conv: _Conversation, out: list[Decision], *, force: int = 0) -> None:
-        """Apply the held events that are next in order; ``force`` more across gaps."""
+        """Apply the held events that are next in order; ``force`` gaps given up on."""
         held = conv.held
         self._releasing = True
         try:
             while held and not conv.finished:
-                seq = held[0][0]
-                if seq != conv.last_seq + 1:
+                key, _, event = held[0]
+                if event.sequence is None:
+                    if key > conv.last_seq and force <= 0:
+                        break  # waits behind events it arrived after
+                elif key <= conv.last_seq:  # held twice: the first copy was applied
+                    heapq.heappop(held)
+                    self._held -= 1
+                    self._duplicates += 1
+                    continue
+                elif key != conv.last_seq + 1:
                     if force <= 0:
                         break
                     force -= 1
-                    self._gaps += 1
-                    conv.last_seq = seq - 1  # the missing sequences are given up on
-                event = heapq.heappop(held)[2]
+                    self._give_up(conv, conv.last_seq + 1, key - 1)
+                    conv.last_seq = key - 1
+                heapq.heappop(held)
                 self._held -= 1
                 self._events -= 1  # counted once already, when it arrived
                 self._run([event], out)
@@ -541,6 +641,15 @@ class Evaluator:
         if not held:
             conv.held = None
 
+    def _give_up(self, conv: _Conversation, lo: int, hi: int) -> None:
+        self._gaps += 1
+        gave_up = conv.gave_up
+        if gave_up is None:
+            gave_up = conv.gave_up = []
+        gave_up.append((lo, hi))
+        if len(gave_up) > RECENT_GAPS:
+            del gave_up[0]
+
     def _drop_held(self, conv: _Conversation) -> None:
         """The conversation ended: events still held came after its end."""
         if conv.held:
@@ -548,7 +657,7 @@ class Evaluator:
             self._held -= len(conv.held)
         conv.held = None
 
-    def _end_of_turn(self, conv: _Conversation, payload: Payload, seq: int,
+    def _end_of_turn(self, conv: _Conversation, payload: Payload, seq: int | None,
                      out: list[Decision]) -> None:
         armed, conv.armed = conv.armed, []
         for index in armed:
@@ -575,9 +684,16 @@ class Evaluator:
         out.append(decision)
 
     def _open(self, event: Event) -> _Conversation:
-        conv = _Conversation(event.conversation_id, self._single)
-        self._convs[event.conversation_id] = conv
-        self._open_convs[event.conversation_id] = conv
+        cid = event.conversation_id
+        plan = self._single
+        requested = self._assignments.get(cid)
+        if requested is not None:
+            plan = self._by_name.get(requested)
+        conv = _Conversation(cid, plan)
+        if requested is not None and plan is None:
+            conv.requested = requested  # its results file names a scenario not loaded
+        self._convs[cid] = conv
+        self._open_convs[cid] = conv
         if conv.plan is not None:
             self._judged += 1
         return conv
@@ -586,14 +702,15 @@ class Evaluator:
                         out: list[Decision]) -> Plan | None:
         """Several scenarios and none named yet: hold the event, or name the plan.
 
-        When an event finally names a loaded scenario, the held events are
-        applied first, in arrival order, and the plan is returned so the
-        naming event is applied next.
+        When an event finally names a loaded scenario (``"scenario"`` in its
+        metadata), the held events are applied first, in arrival order, and
+        the plan is returned so the naming event is applied next.
         """
-        name = event.metadata.get("scenario") if event.metadata else None
+        name = None if conv.requested is not None else metadata_field(event.metadata,
+                                                                       "scenario")
         plan = self._by_name.get(name) if isinstance(name, str) else None
-        if plan is None or conv.requested is not None:
-            if isinstance(name, str) and conv.requested is None:
+        if plan is None:
+            if isinstance(name, str):
                 conv.requested = name  # names a scenario that is not loaded: never judged
                 conv.buffer = None
             conv.events += 1
@@ -621,6 +738,23 @@ class Evaluator:
         return plan
 
     # ------------------------------------------------------------------ ending
+
+    def stop(self, conversation_id: str) -> None:
+        """Record that the conversation's simulator was told to stop it.
+
+        Its assertions still pending when it ends never had their chance:
+        they end ``skipped``, not failed or passed (see :meth:`finish`).
+        """
+        conv = self._convs.get(conversation_id)
+        if conv is None or conv.plan is None or conv.finished or conv.stopped is not None:
+            return
+        settled = [r for r in conv.results if r is not None]
+        failures = [r for r in settled if r.verdict == "failed"]
+        if failures or settled:
+            conv.stopped = (failures or settled)[0]
+        else:
+            conv.stopped = Decision(conv.cid, conv.plan.scenario.name, -1, "", "pending", None,
+                                    "stopped before any assertion was decided", conv.turn)
 
     def finish(self, conversation_id: str) -> list[Decision]:
         """End one conversation now: every pending assertion resolves."""
@@ -650,6 +784,8 @@ class Evaluator:
         plan = conv.plan
         if plan is None:
             return
+        if conv.stopped is not None:
+            self._skip_pending(conv, out)
         verdicts, reasons, kinds = plan.fresh_verdicts, plan.fresh_reasons, plan.kinds
         cid, name, turn, results = conv.cid, plan.scenario.name, conv.turn, conv.results
         untouched = 0
@@ -676,6 +812,27 @@ class Evaluator:
             self._failed += 1
         else:
             self._passed += 1
+
+    def _skip_pending(self, conv: _Conversation, out: list[Decision]) -> None:
+        """A stopped conversation ended: what is still pending is skipped."""
+        plan = conv.plan
+        by = conv.stopped
+        assert plan is not None and by is not None
+        if by.index < 0:
+            reason = "not judged: the conversation was stopped early"
+        else:
+            at = "" if by.decided_at is None else f" at sequence {by.decided_at}"
+            reason = (f"not judged: the conversation was stopped early after assertion "
+                      f"#{by.index} `{by.kind}` {by.verdict}{at}")
+        for index, machine in enumerate(conv.machines):
+            if machine is not None:
+                decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
+                                    "skipped", None, reason, conv.turn)
+                conv.machines[index] = None
+                conv.results[index] = decision
+                conv.pending -= 1
+                self._decisions += 1
+                out.append(decision)
 
     # ------------------------------------------------------------------ reading
 
@@ -707,7 +864,7 @@ class Evaluator:
         return [_result_of(c) for c in self._convs.values() if c.plan is not None]
 
     def unmatched(self) -> list[UnmatchedConversation]:
-        """Conversations that named no known scenario (only with several scenarios)."""
+        """Conversations judged against no scenario: they named none, or one not loaded."""
         return [UnmatchedConversation(c.cid, c.requested or None, c.events)
                 for c in self._convs.values() if c.plan is None]
 
@@ -723,6 +880,7 @@ class Evaluator:
             duplicates=self._duplicates, gaps=self._gaps, held=self._held,
             bad_events=self._bad, replayed=self._replayed,
             unmatched=len(self._convs) - self._judged,
+            legacy_rows=sum(self._decoder.legacy.values()),
         )
 
     # ------------------------------------------------------------------ checkpoints
@@ -738,21 +896,29 @@ class Evaluator:
             results=list(conv.results),
             machines=[None if m is None else conv.plan.fresh_states[i] if m is UNTOUCHED
                       else m.state() for i, m in enumerate(conv.machines)],
-            finished=conv.finished,
+            finished=conv.finished, unsequenced=conv.unsequenced,
+            recent_ids=list(conv.recent_ids or ()), gave_up=list(conv.gave_up or ()),
+            stopped=conv.stopped,
         )
 
     def restore_conversation(self, state: ConversationState) -> None:
         """Re-open (or re-record, if finished) a conversation from its state.
 
-        Events of it that arrive again with a sequence it already applied are
-        counted as replayed and skipped, so a feed can be re-read from the start.
+        Events of it that arrive again are counted as replayed and skipped: a
+        sequence it already applied, or one of the first ``unsequenced`` rows
+        without a sequence. So a feed can be re-read from the start.
         """
         plan = self._by_name.get(state.scenario)
         if plan is None:
             raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
         conv = _Conversation(state.conversation_id, plan)
         conv.events, conv.turn, conv.armed = state.events, state.turn, list(state.armed)
-        conv.last_seq = conv.replay_upto = state.last_seq
+        conv.last_seq = conv.replay_upto = conv.max_seen = state.last_seq
+        conv.unsequenced = conv.replay_unsequenced = state.unsequenced
+        if state.recent_ids:
+            conv.recent_ids = deque(state.recent_ids, maxlen=RECENT_IDS)
+        conv.gave_up = [(lo, hi) for lo, hi in state.gave_up] or None
+        conv.stopped = state.stopped
         conv.results = list(state.results)
         conv.finished = state.finished
         if state.finished:
@@ -836,13 +1002,3 @@ def _result_of(conv: _Conversation) -> ConversationResult:
     return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,
                               conv.finished, conv.turn)
 
-
-def _line_of(chunk: bytes, first: int, position: int) -> tuple[int, bytes]:
-    """The line number and text of the ``position``-th non-blank line of a chunk."""
-    seen = -1
-    for offset, line in enumerate(chunk.split(b"\n")):
-        if line.strip():
-            seen += 1
-            if seen == position:
-                return first + offset, line
-    return first, b""

@@ -1,43 +1,49 @@
 """The event wire format: the one module that knows field names on the wire.
 
-Mantle publishes tracker events as ProtoJSON: an envelope (``conversation_id``,
-``sequence``, ``event_id``, ...) plus exactly one payload key such as
-``{"user": {"text": "hi"}}``. Older flat rows (``{"event": "user", ...}``) are
-read too ("dual-read"). See ``spec/events.md``.
+Mantle writes each tracker event as ProtoJSON (its event broker and tracker
+store): an envelope (``conversation_id``, ``sequence``, ``event_id``,
+``metadata`` as a JSON *string*, ...) plus exactly one payload key such as
+``{"user": {...}}``, with every unset optional field printed as ``null``.
+Rasa's HTTP tracker endpoint and older assistants write *flat* events
+(``{"event": "user", ...}``); :mod:`mantle_stream._flat` maps those onto the
+same :class:`Event`. See the README's "Events" section.
 
 Decoding strategy (the hot path of the whole tool):
 
-* :class:`Event` is one msgspec Struct with one optional field per payload kind
-  (the fastest shape for an external-tag payload). "Exactly one payload" is
-  checked by :func:`single_payload` with two ``or`` chains over the payload
-  fields, in opposite orders: the first set field from the front and the
-  first from the back are the same object only when exactly one is set.
-  That is 18 attribute reads, about half the cost of ``astuple`` plus
-  counting the ``None`` items (which compares every envelope value with None).
-* The engine (``Evaluator.push_chunk``) decodes a whole chunk of lines at
-  once with :meth:`EventDecoder.decode_lines`. A line that is not one regular
-  event (a legacy row, an unknown kind, a bad event) is decoded again on its
-  own with :meth:`EventDecoder.decode_line`, which names the exact line and
-  maps legacy rows; :meth:`EventDecoder.decode_chunk` is that slow path for a
-  whole chunk, for callers that want events without an evaluator.
+* :class:`Event` is one msgspec Struct with one optional field per payload
+  kind: the 17 kinds some check reads, then the nine kinds no check reads
+  (``stack``, ``action``, ...), which decode to one empty :class:`Skipped`
+  struct so that skipping them costs no more than reading any other kind.
+  "Exactly one payload" is checked by :func:`single_payload` with two ``or``
+  chains over the payload fields, in opposite orders: the first set field
+  from the front and the first from the back are the same object only when
+  exactly one is set.
+* A line with no payload this version knows is a flat event (its ``event``
+  field is set), a newer engine's kind (counted by name and skipped), or a
+  bad event; :meth:`EventDecoder.classify` tells which, from that line alone.
+* ``metadata`` stays the string it came as; :func:`metadata_field` parses it
+  only for the events and keys a loaded check reads.
 * Every struct is ``gc=False``: events hold no cycles, and keeping millions of
   them out of the garbage collector's reach keeps collections short.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
 from mantle_stream._errors import EventError
 
 __all__ = [
+    "LEGACY",
     "MAX_LINE_BYTES",
     "MAX_UNKNOWN_KINDS",
+    "PAYLOAD_FIELDS",
     "PAYLOAD_TYPES",
+    "SKIPPED_KINDS",
+    "UNKNOWN",
     "Bot",
-    "BotButton",
     "Event",
     "EventDecoder",
     "MemoryCleared",
@@ -57,9 +63,15 @@ __all__ = [
     "SkillEvent",
     "SkillInterrupted",
     "SkillResumed",
+    "Skipped",
     "ToolExecuted",
     "User",
+    "buttons_of",
+    "count_lines",
+    "metadata_field",
     "parse_json_value",
+    "payload_of",
+    "single_payload",
 ]
 
 #: Longest line accepted; a longer one is a bad event (memory stays bounded).
@@ -83,30 +95,30 @@ class SessionEnded(Payload, frozen=True, gc=False):
 
 
 class User(Payload, frozen=True, gc=False):
+    """A user message. ``parse_data``, ``input_channel``, ... are read by no check."""
+
     text: str | None = None
     kind: ClassVar[str] = "user"
 
 
-class BotButton(msgspec.Struct, frozen=True, gc=False):
-    title: str
-    payload: str | None = None
-
-
 class Bot(Payload, frozen=True, gc=False):
+    """An agent message; ``data.buttons`` holds its buttons (see :func:`buttons_of`)."""
+
     text: str | None = None
-    utter_name: str | None = None
-    buttons: tuple[BotButton, ...] = ()
+    data: dict[str, Any] | None = None
     kind: ClassVar[str] = "bot"
 
 
 class MemorySet(Payload, frozen=True, gc=False):
-    name: str
+    """A memory write; ``value_json`` is the value as JSON text."""
+
+    key: str
     value_json: str
     kind: ClassVar[str] = "memory_set"
 
 
 class MemoryCleared(Payload, frozen=True, gc=False):
-    name: str
+    key: str
     kind: ClassVar[str] = "memory_cleared"
 
 
@@ -162,52 +174,77 @@ class OrderedBlockResumed(OrderedBlockEvent, frozen=True, gc=False):
 
 
 class ToolExecuted(Payload, frozen=True, gc=False):
+    """A tool run. The skill it ran for is ``skill_id`` in the envelope's metadata."""
+
     tool_name: str
-    source: Literal["local", "mcp"]
-    mcp_server: str | None = None
-    skill_id: str | None = None
-    arguments_json: str = "{}"
+    source: str
+    arguments_json: str | None = None
     result_json: str | None = None
-    is_error: bool = False
+    is_error: bool | None = False
+    error_message: str | None = None
+    mcp_server: str | None = None
     kind: ClassVar[str] = "tool_executed"
+
+
+class Skipped(Payload, frozen=True, gc=False):
+    """A payload no check reads (``stack``, ``action``, ...): its fields are not decoded."""
+
+    kind: ClassVar[str] = "skipped"
+
+
+#: Payload kinds Mantle emits that no check reads: accepted and skipped.
+SKIPPED_KINDS = ("stack", "action", "bot_turn_ended", "inactive", "user_barge_in",
+                 "tts_finished", "user_silence_timeout", "user_input_suppressed",
+                 "unsupported_request_classified")
 
 
 class Event(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One tracker event: envelope plus exactly one payload field set.
 
     Build one in Python as ``Event(conversation_id="c1", sequence=0,
-    user=User(text="hi"))``. ``sequence`` is -1 when a legacy row carried
-    none (the engine then uses arrival order).
+    user=User(text="hi"))``. ``sequence`` is None on rows that carry none
+    (they are applied in arrival order). ``metadata`` is the JSON text Mantle
+    writes (a dict when the event came in the flat shape).
     """
 
-    # Payload fields first (PAYLOAD_FIELDS is the first 17 names).
-    user: User | None = None
+    # Payload fields first (PAYLOAD_FIELDS), the most frequent kinds first.
+    stack: Skipped | None = None
+    action: Skipped | None = None
     bot: Bot | None = None
+    user: User | None = None
     tool_executed: ToolExecuted | None = None
     memory_set: MemorySet | None = None
+    bot_turn_ended: Skipped | None = None
     memory_cleared: MemoryCleared | None = None
     skill_activated: SkillActivated | None = None
     skill_completed: SkillCompleted | None = None
-    skill_cancelled: SkillCancelled | None = None
     skill_interrupted: SkillInterrupted | None = None
     skill_resumed: SkillResumed | None = None
+    skill_cancelled: SkillCancelled | None = None
     ordered_block_entered: OrderedBlockEntered | None = None
     ordered_block_completed: OrderedBlockCompleted | None = None
-    ordered_block_cancelled: OrderedBlockCancelled | None = None
     ordered_block_interrupted: OrderedBlockInterrupted | None = None
     ordered_block_resumed: OrderedBlockResumed | None = None
+    ordered_block_cancelled: OrderedBlockCancelled | None = None
     session_started: SessionStarted | None = None
     session_ended: SessionEnded | None = None
+    inactive: Skipped | None = None
+    user_barge_in: Skipped | None = None
+    tts_finished: Skipped | None = None
+    user_silence_timeout: Skipped | None = None
+    user_input_suppressed: Skipped | None = None
+    unsupported_request_classified: Skipped | None = None
     # Envelope.
-    conversation_id: str
-    # Required on the wire (>= 0); only legacy rows without one get -1 (arrival order).
-    sequence: Annotated[int, msgspec.Meta(ge=0)]
-    event_id: str = ""
-    timestamp: str | float = ""
-    session_id: str = ""
-    user_id: str = ""
-    deployment_environment: str = ""
-    metadata: dict[str, Any] = {}
+    conversation_id: str = ""
+    sequence: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    event_id: str | None = None
+    timestamp: float | str | None = None
+    metadata: str | dict[str, Any] | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    deployment_environment: str | None = None
+    # Set on a flat event ({"event": "user", ...}): decoded by _flat, not here.
+    event: Any = None
 
     @property
     def payload(self) -> Payload:
@@ -215,7 +252,8 @@ class Event(msgspec.Struct, frozen=True, gc=False, kw_only=True):
         return payload_of(self)
 
 
-PAYLOAD_FIELDS: tuple[str, ...] = Event.__struct_fields__[:17]
+PAYLOAD_FIELDS: tuple[str, ...] = Event.__struct_fields__[:26]
+#: The payload types some check reads, by wire key.
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     cls.kind: cls
     for cls in (User, Bot, ToolExecuted, MemorySet, MemoryCleared, SkillActivated,
@@ -223,30 +261,37 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
                 OrderedBlockEntered, OrderedBlockCompleted, OrderedBlockCancelled,
                 OrderedBlockInterrupted, OrderedBlockResumed, SessionStarted, SessionEnded)
 }
-assert tuple(PAYLOAD_TYPES) == PAYLOAD_FIELDS
-_ENVELOPE_KEYS = frozenset(Event.__struct_fields__[17:])
+assert set(PAYLOAD_FIELDS) == set(PAYLOAD_TYPES) | set(SKIPPED_KINDS)
+ENVELOPE_KEYS = frozenset(Event.__struct_fields__[26:]) - {"event"}
 
 
 def single_payload(event: Event) -> Payload | None:
     """The payload when exactly one is set; None for zero or several.
 
-    The first set field searched from the front (most frequent kinds first)
-    and from the back are the same object only when one field is set; every
-    payload struct is truthy and two fields never hold the same object. The
-    engine's hot loop inlines these two chains (tests check they agree).
+    The first set field searched from the front and from the back are the
+    same object only when one field is set: every payload struct is truthy
+    and two fields never hold the same object. That is 27 attribute reads
+    whatever the kind. The engine's hot loop inlines these two chains (a test
+    runs every pair of kinds through both copies).
     """
-    front = (event.tool_executed or event.bot or event.memory_set or event.user
-             or event.memory_cleared or event.skill_activated or event.skill_completed
-             or event.skill_interrupted or event.skill_resumed or event.skill_cancelled
-             or event.ordered_block_entered or event.ordered_block_completed
-             or event.ordered_block_interrupted or event.ordered_block_resumed
-             or event.ordered_block_cancelled or event.session_started or event.session_ended)
-    back = (event.session_ended or event.session_started or event.ordered_block_cancelled
-            or event.ordered_block_resumed or event.ordered_block_interrupted
-            or event.ordered_block_completed or event.ordered_block_entered
-            or event.skill_cancelled or event.skill_resumed or event.skill_interrupted
-            or event.skill_completed or event.skill_activated or event.memory_cleared
-            or event.user or event.memory_set or event.bot or event.tool_executed)
+    front = (event.stack or event.action or event.bot or event.user or event.tool_executed
+             or event.memory_set or event.bot_turn_ended or event.memory_cleared
+             or event.skill_activated or event.skill_completed or event.skill_interrupted
+             or event.skill_resumed or event.skill_cancelled or event.ordered_block_entered
+             or event.ordered_block_completed or event.ordered_block_interrupted
+             or event.ordered_block_resumed or event.ordered_block_cancelled
+             or event.session_started or event.session_ended or event.inactive
+             or event.user_barge_in or event.tts_finished or event.user_silence_timeout
+             or event.user_input_suppressed or event.unsupported_request_classified)
+    back = (event.unsupported_request_classified or event.user_input_suppressed
+            or event.user_silence_timeout or event.tts_finished or event.user_barge_in
+            or event.inactive or event.session_ended or event.session_started
+            or event.ordered_block_cancelled or event.ordered_block_resumed
+            or event.ordered_block_interrupted or event.ordered_block_completed
+            or event.ordered_block_entered or event.skill_cancelled or event.skill_resumed
+            or event.skill_interrupted or event.skill_completed or event.skill_activated
+            or event.memory_cleared or event.bot_turn_ended or event.memory_set
+            or event.tool_executed or event.user or event.bot or event.action or event.stack)
     return front if front is back else None
 
 
@@ -256,9 +301,11 @@ def payload_of(event: Event) -> Payload:
     if payload is None:
         keys = [name for name in PAYLOAD_FIELDS if getattr(event, name) is not None]
         if not keys:
-            raise EventError("no payload key (expected exactly one of "
-                             f"{', '.join(PAYLOAD_FIELDS)})")
+            raise EventError("no payload key (expected exactly one, such as `user`, `bot`, "
+                             "`tool_executed`, `memory_set`)")
         raise EventError(f"{len(keys)} payload keys ({', '.join(keys)}); expected exactly one")
+    if not event.conversation_id:
+        raise EventError("no `conversation_id`")
     return payload
 
 
@@ -269,7 +316,6 @@ def count_lines(data: bytes) -> int:
 
 
 _json_decode = msgspec.json.Decoder().decode
-_json_encode = msgspec.json.Encoder().encode
 
 
 def parse_json_value(text: str, what: str) -> Any:
@@ -277,178 +323,186 @@ def parse_json_value(text: str, what: str) -> Any:
     try:
         return _json_decode(text)
     except msgspec.DecodeError as exc:
-        raise EventError(f"{what} is not valid JSON ({exc}): {_excerpt(text)}") from None
+        raise EventError(f"{what} is not valid JSON ({exc}): {excerpt(text)}") from None
     except RecursionError:
         raise EventError(f"{what} is nested too deeply") from None
 
 
-def _excerpt(text: str | bytes, limit: int = 120) -> str:
+class _Metadata:
+    """A one-entry cache of the last metadata string parsed.
+
+    Several checks may read the same event's metadata (a tool run seen by a
+    `tool_executed` check and a tool window): the string object is the same,
+    so an identity test finds it.
+    """
+
+    __slots__ = ("parsed", "text")
+
+    def __init__(self) -> None:
+        self.text: object = None
+        self.parsed: dict[str, Any] = {}
+
+    def get(self, metadata: str | dict[str, Any] | None, key: str) -> Any:
+        if metadata is None:
+            return None
+        if type(metadata) is dict:
+            return metadata.get(key)
+        if metadata is not self.text:
+            try:
+                parsed = _json_decode(metadata)  # type: ignore[arg-type]
+            except (msgspec.DecodeError, RecursionError):
+                parsed = None
+            # Not a JSON object: no key Mantle writes is there to read.
+            self.parsed = parsed if type(parsed) is dict else {}
+            self.text = metadata
+        return self.parsed.get(key)
+
+
+metadata_field = _Metadata().get
+"""``metadata_field(event.metadata, "utter_action")``: one key of an event's
+metadata, or None (also when the metadata is not a JSON object)."""
+
+
+def buttons_of(bot: Bot) -> list[tuple[Any, Any]]:
+    """A bot message's buttons as (title, payload) pairs; odd data reads as no button."""
+    data = bot.data
+    buttons = data.get("buttons") if data else None
+    if type(buttons) is not list:
+        return []
+    return [(b.get("title"), b.get("payload")) if type(b) is dict else (None, None)
+            for b in buttons]
+
+
+def malformed(exc: Exception) -> str:
+    """msgspec's words for bad JSON, said once: ``malformed JSON: trailing characters``."""
+    return "malformed JSON: " + str(exc).removeprefix("JSON is malformed: ")
+
+
+def excerpt(text: str | bytes, limit: int = 120) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class _Legacy(msgspec.Struct, gc=False):
-    """An older flat row: ``{"event": "user", "sender_id": ..., ...}``."""
+_keys_of = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
-    event: str
-    sender_id: str | None = None
-    conversation_id: str | None = None
-    sequence: int | None = None
-    text: str | None = None
-    name: str | None = None
-    value: Any = None
-    data: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    timestamp: str | float | None = None
-    event_id: str | None = None
-
-
-_LEGACY_KINDS = frozenset({"user", "bot", "slot", "session_started"})
+#: The payload of an event of a kind this version does not know (skipped, counted).
+UNKNOWN = Skipped()
+#: The payload of an older flat CALM row (``slot``, ``flow_started``, ...): skipped, counted.
+LEGACY = Skipped()
 
 
 class EventDecoder:
     """Decodes JSON lines from one source into :class:`Event` values.
 
-    ``source`` names the source in error messages; ``unknown`` counts payload
-    kinds (and legacy row kinds) this version does not know, which are
-    skipped for forward compatibility.
+    ``source`` names the source in error messages. ``unknown`` counts payload
+    kinds this version does not know (a newer engine's), ``legacy`` the older
+    flat CALM rows no check reads (``slot``, ``flow_started``, ...); both are
+    skipped.
     """
 
     def __init__(self, source: str = "<events>") -> None:
         self.source = source
         self.unknown: dict[str, int] = {}
+        self.legacy: dict[str, int] = {}
         self._decoder = msgspec.json.Decoder(Event)
-        self._legacy = msgspec.json.Decoder(_Legacy)
-        self._generic = msgspec.json.Decoder()
 
     def decode_lines(self, chunk: bytes) -> list[Event]:
-        """Raw ``decode_lines``: no payload checks, no legacy rows (the engine's fast path)."""
+        """Raw ``decode_lines``: no payload checks (the engine's fast path)."""
         events: list[Event] = self._decoder.decode_lines(chunk)
         return events
 
     def decode_chunk(self, chunk: bytes, first_line: int = 1) -> list[Event]:
-        """Decode complete lines; ``first_line`` is the 1-based number of the first."""
-        try:
-            events = self._decoder.decode_lines(chunk)
-        except (msgspec.DecodeError, RecursionError):
-            return self._slow(chunk, first_line)
-        for event in events:
-            if single_payload(event) is None:
-                return self._slow(chunk, first_line)
-        if len(chunk) > MAX_LINE_BYTES and max(map(len, chunk.split(b"\n"))) > MAX_LINE_BYTES:
-            return self._slow(chunk, first_line)
-        return events
+        """Every event of complete JSON lines, line by line, for callers without an engine.
 
-    def _slow(self, chunk: bytes, first_line: int) -> list[Event]:
-        out: list[Event] = []
+        Flat rows come back as the :class:`Event` they stand for; a newer
+        engine's kinds and older CALM rows are counted and left out; a line
+        that is not one event raises :class:`EventError` naming it.
+        """
+        out = []
         for offset, line in enumerate(chunk.split(b"\n")):
-            event = self.decode_line(line, first_line + offset)
-            if event is not None:
-                out.append(event)
+            decoded = self.decode_line(line, first_line + offset)
+            if decoded is not None and decoded[1] is not UNKNOWN and decoded[1] is not LEGACY:
+                out.append(decoded[0])
         return out
 
-    def decode_line(self, line: bytes, line_no: int | None = None) -> Event | None:
-        """Decode one line; None for a blank line or a skipped unknown kind."""
+    def decode_line(self, line: bytes, line_no: int | None = None
+                    ) -> tuple[Event, Payload] | None:
+        """Decode one line into (event, payload); None for a blank line.
+
+        The payload is :data:`UNKNOWN` for a kind this version does not know
+        and :data:`LEGACY` for an older CALM row: the engine still orders
+        such events (they may carry a ``sequence``) but routes them nowhere.
+        """
+        event = self.decode_raw(line, line_no)
+        if event is None:
+            return None
+        payload = single_payload(event)
+        if payload is None:
+            return self.classify(event, line, line_no)
+        if not event.conversation_id:
+            raise self._error("no `conversation_id`", line_no, line)
+        return event, payload
+
+    def decode_raw(self, line: bytes, line_no: int | None = None) -> Event | None:
+        """One line as an :class:`Event`, payloads unchecked; None for a blank line."""
         if len(line) > MAX_LINE_BYTES:
             raise self._error(f"line is {len(line)} bytes, longer than the "
                               f"{MAX_LINE_BYTES}-byte limit", line_no, line[:200])
         if not line.strip():
             return None
         try:
-            event = self._decoder.decode(line)
+            event: Event = self._decoder.decode(line)
         except msgspec.ValidationError as exc:
-            if str(exc).startswith("Object missing required field `conversation_id`"):
-                raw = self._raw(line, line_no)
-                if isinstance(raw, dict) and "event" in raw:
-                    return self._legacy_row(line, line_no)
             raise self._error(str(exc), line_no, line) from None
         except msgspec.DecodeError as exc:
-            raise self._error(f"malformed JSON: {exc}", line_no, line) from None
+            raise self._error(malformed(exc), line_no, line) from None
         except RecursionError:
             raise self._error("JSON nested too deeply", line_no, line) from None
-        if single_payload(event) is not None:
-            return event
-        return self._irregular(event, line, line_no)
+        return event
 
-    def _irregular(self, event: Event, line: bytes, line_no: int | None) -> Event | None:
-        """No known payload, or several: a legacy row, an unknown kind, or a bad event."""
-        raw = self._raw(line, line_no)
-        if not isinstance(raw, dict):
-            raise self._error(f"expected a JSON object, got {type(raw).__name__}", line_no, line)
-        if "event" in raw and not any(getattr(event, f) is not None for f in PAYLOAD_FIELDS):
-            return self._legacy_row(line, line_no)
-        known = [k for k in PAYLOAD_FIELDS if k in raw]
+    def classify(self, event: Event, line: bytes, line_no: int | None
+                 ) -> tuple[Event, Payload]:
+        """A line without exactly one payload field set: decoded again from ``line``.
+
+        A flat event becomes the :class:`Event` it stands for; a newer
+        engine's kind is counted and comes back with :data:`UNKNOWN`; anything
+        else is a bad event (:class:`EventError`).
+        """
+        if event.event is not None:
+            from mantle_stream._flat import flat_event  # the rare shape, loaded on use
+
+            try:
+                return flat_event(line, self)
+            except EventError as exc:
+                raise self._error(exc.message, line_no, line) from None
+        known = [k for k in PAYLOAD_FIELDS if getattr(event, k) is not None]
         if len(known) > 1:
             raise self._error(f"{len(known)} payload keys ({', '.join(known)}); expected "
                               "exactly one", line_no, line)
-        others = [k for k in raw if k not in _ENVELOPE_KEYS and k not in PAYLOAD_FIELDS]
+        try:
+            keys = _keys_of(line)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise self._error(malformed(exc), line_no, line) from None
+        others = [k for k in keys if k not in ENVELOPE_KEYS and k not in PAYLOAD_FIELDS]
+        if not known and len(others) == 1:
+            if not event.conversation_id:
+                raise self._error("no `conversation_id`", line_no, line)
+            self.count(self.unknown, others[0])
+            return event, UNKNOWN
         if not known and not others:
             raise self._error("no payload key (expected exactly one, such as `user`, `bot`, "
                               "`tool_executed`, `memory_set`)", line_no, line)
-        if not known and len(others) == 1:
-            self._count_unknown(others[0])
-            return None
         names = ", ".join(f"`{k}`" for k in [*known, *others])
         raise self._error(f"expected exactly one payload key, found {names}", line_no, line)
 
-    def _legacy_row(self, line: bytes, line_no: int | None) -> Event | None:
-        try:
-            row = self._legacy.decode(line)
-        except msgspec.ValidationError as exc:
-            raise self._error(f"legacy row: {exc}", line_no, line) from None
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise self._error(f"legacy row: malformed JSON: {exc}", line_no, line) from None
-        conversation_id = row.conversation_id or row.sender_id
-        if not conversation_id:
-            raise self._error("legacy row without `sender_id`", line_no, line)
-        if row.event not in _LEGACY_KINDS:
-            self._count_unknown(f"legacy:{row.event}")
-            return None
-        envelope: dict[str, Any] = {
-            "conversation_id": conversation_id,
-            "sequence": -1 if row.sequence is None else row.sequence,
-            "event_id": row.event_id or "",
-            "metadata": row.metadata or {},  # metadata.scenario names the scenario
-        }
-        if row.timestamp is not None:
-            envelope["timestamp"] = row.timestamp
-        if row.event == "user":
-            return Event(user=User(text=row.text), **envelope)
-        if row.event == "bot":
-            utter = (row.metadata or {}).get("utter_action")
-            raw_buttons = (row.data or {}).get("buttons") or []
-            try:
-                buttons = msgspec.convert(raw_buttons, tuple[BotButton, ...])
-            except msgspec.ValidationError as exc:
-                raise self._error(f"legacy bot row buttons: {exc}", line_no, line) from None
-            return Event(bot=Bot(text=row.text, utter_name=utter if isinstance(utter, str)
-                                 else None, buttons=buttons), **envelope)
-        if row.event == "session_started":
-            return Event(session_started=SessionStarted(), **envelope)
-        # slot
-        if not isinstance(row.name, str):
-            raise self._error("legacy slot row without a string `name`", line_no, line)
-        if row.value is None:
-            return Event(memory_cleared=MemoryCleared(name=row.name), **envelope)
-        value_json = _json_encode(row.value).decode()
-        return Event(memory_set=MemorySet(name=row.name, value_json=value_json), **envelope)
-
-    def _count_unknown(self, kind: str) -> None:
+    @staticmethod
+    def count(counter: dict[str, int], kind: str) -> None:
         # Bounded: a hostile feed could invent a new key on every line.
-        if kind not in self.unknown and len(self.unknown) >= MAX_UNKNOWN_KINDS:
+        if kind not in counter and len(counter) >= MAX_UNKNOWN_KINDS:
             kind = "(others)"
-        self.unknown[kind] = self.unknown.get(kind, 0) + 1
-
-    def _raw(self, line: bytes, line_no: int | None) -> Any:
-        """The line as plain JSON values, for the slow path's questions."""
-        try:
-            return self._generic.decode(line)
-        except msgspec.DecodeError as exc:
-            raise self._error(f"malformed JSON: {exc}", line_no, line) from None
-        except RecursionError:
-            raise self._error("JSON nested too deeply", line_no, line) from None
+        counter[kind] = counter.get(kind, 0) + 1
 
     def _error(self, message: str, line_no: int | None, line: bytes) -> EventError:
-        return EventError(message, source=self.source, line=line_no, excerpt=_excerpt(line))
+        return EventError(message, source=self.source, line=line_no, excerpt=excerpt(line))

@@ -42,7 +42,7 @@ from typing import Any
 
 from mantle_stream._events import Payload, ToolExecuted, User
 from mantle_stream._match import Matcher, MemoryMatcher, ToolMatcher, fmt_value
-from mantle_stream._scenario import LIFECYCLE_TOOLS
+from mantle_stream._scenario import FRAMEWORK_TOOLS
 from mantle_stream._values import strict_equal
 
 __all__ = [
@@ -197,7 +197,7 @@ class MemoryAll(Machine):
 
     def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
         plan = self.plan
-        for bit, matcher in plan.by_name[payload.name]:  # type: ignore[attr-defined]
+        for bit, matcher in plan.by_name[payload.key]:  # type: ignore[attr-defined]
             if self.done & bit:
                 continue
             if matcher.matches(payload, value):
@@ -250,7 +250,7 @@ class MemoryNotSet(Machine):
         self.last_equal = 0  # bit i: the last write of entry i's key equalled its value
 
     def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
-        name: str = payload.name  # type: ignore[attr-defined]
+        name: str = payload.key  # type: ignore[attr-defined]
         for bit, has_value, expected in self.plan.by_name[name]:
             if not has_value:
                 return False, f"memory `{name}` was set to {fmt_value(value)}"
@@ -382,7 +382,7 @@ class ToolWindow(Machine):
             return self._end_turn()
         run: ToolExecuted = payload  # type: ignore[assignment]
         name = run.tool_name
-        if name in LIFECYCLE_TOOLS and run.source == "local":
+        if name in FRAMEWORK_TOOLS:  # by name, whatever the source
             return None
         if turn != self.turn:
             if self.runs:

@@ -21,6 +21,8 @@ from mantle_stream._events import (
     Payload,
     SkillEvent,
     ToolExecuted,
+    buttons_of,
+    metadata_field,
 )
 from mantle_stream._scenario import (
     BotCheck,
@@ -42,6 +44,11 @@ __all__ = [
     "fmt_value",
     "matcher_for",
 ]
+
+# What the engine passes as ``value`` with each payload (see _machines):
+# memory_set: the parsed value; tool_executed: (parsed arguments, the event's
+# metadata, unparsed); bot: the response name from the metadata (when a loaded
+# check names one), else None; other kinds: None.
 
 #: (event kind, key or None for "every event of this kind")
 Route = tuple[str, "str | None"]
@@ -147,7 +154,7 @@ class MemoryMatcher(Matcher):
         self.routes = ((event_kind, name),)
 
     def matches(self, payload: Payload, value: Any) -> bool:
-        if payload.kind != self.event_kind or payload.name != self.name:  # type: ignore[attr-defined]
+        if payload.kind != self.event_kind or payload.key != self.name:  # type: ignore[attr-defined]
             return False
         return not self.has_value or strict_equal(value, self.value)
 
@@ -166,7 +173,7 @@ class MemoryMatcher(Matcher):
         return f"memory `{self.name}` was never set"
 
     def near_miss(self, payload: Payload, value: Any) -> str | None:
-        if self.has_value and isinstance(payload, MemorySet) and payload.name == self.name:
+        if self.has_value and isinstance(payload, MemorySet) and payload.key == self.name:
             return f"memory `{self.name}` was set to {fmt_value(value)}, expected " \
                    f"{fmt_value(self.value)}"
         return None
@@ -194,14 +201,15 @@ class ToolMatcher(Matcher):
             return False
         if self.mcp_server is not None and p.mcp_server != self.mcp_server:
             return False
-        if self.skill_id is not None and p.skill_id != self.skill_id:
+        if self.is_error is not None and bool(p.is_error) is not self.is_error:
             return False
-        if self.is_error is not None and p.is_error is not self.is_error:
-            return False
+        arguments, metadata = value
         for key, expected in self.arguments:
-            if key not in value or not strict_equal(value[key], expected):
+            if key not in arguments or not strict_equal(arguments[key], expected):
                 return False
-        return True
+        # The skill a run was made for is in the event's metadata: parsed last, and
+        # only for checks that name one.
+        return self.skill_id is None or metadata_field(metadata, "skill_id") == self.skill_id
 
     def _name(self) -> str:
         text = f"tool `{self.tool_name}`"
@@ -226,17 +234,21 @@ class ToolMatcher(Matcher):
             return f"{name} ran with source `{p.source}`, expected `{self.source}`"
         if self.mcp_server is not None and p.mcp_server != self.mcp_server:
             return f"{name} ran on MCP server `{p.mcp_server}`, expected `{self.mcp_server}`"
-        if self.skill_id is not None and p.skill_id != self.skill_id:
-            return f"{name} ran for skill `{p.skill_id}`, expected `{self.skill_id}`"
-        if self.is_error is not None and p.is_error is not self.is_error:
+        if self.is_error is not None and bool(p.is_error) is not self.is_error:
             got = "failed" if p.is_error else "succeeded"
             return f"{name} {got}, expected is_error={str(self.is_error).lower()}"
+        arguments, metadata = value
         for key, expected in self.arguments:
-            if key not in value:
+            if key not in arguments:
                 return f"{name} ran without argument `{key}`, expected {fmt_value(expected)}"
-            if not strict_equal(value[key], expected):
-                return f"{name} ran with {key}={fmt_value(value[key])}, expected " \
+            if not strict_equal(arguments[key], expected):
+                return f"{name} ran with {key}={fmt_value(arguments[key])}, expected " \
                        f"{fmt_value(expected)}"
+        skill = metadata_field(metadata, "skill_id")
+        if self.skill_id is not None and skill != self.skill_id:
+            if skill is None:
+                return f"{name} ran for no skill, expected skill `{self.skill_id}`"
+            return f"{name} ran for skill {fmt_value(skill)}, expected `{self.skill_id}`"
         return None
 
 
@@ -257,17 +269,22 @@ class BotMatcher(Matcher):
         if type(payload) is not Bot:  # sequencing routes other kinds here too
             return False
         p: Bot = payload
-        if self.utter_name is not None and p.utter_name != self.utter_name:
+        # ``value`` is the message's response name (metadata ``utter_action``).
+        if self.utter_name is not None and value != self.utter_name:
             return False
         if self.pattern is not None and (p.text is None or self.pattern.search(p.text) is None):
             return False
         if self.buttons is not None:
-            if len(p.buttons) != len(self.buttons):
+            # At least as many buttons as listed; at each listed position the title
+            # equals, and the payload when one is given.
+            carried = buttons_of(p)
+            if len(carried) < len(self.buttons):
                 return False
-            for got, (title, button_payload) in zip(p.buttons, self.buttons, strict=True):
-                if got.title != title:
+            for (title, button_payload), (want_title, want_payload) in zip(
+                    carried, self.buttons, strict=False):
+                if title != want_title:
                     return False
-                if button_payload is not None and got.payload != button_payload:
+                if want_payload is not None and button_payload != want_payload:
                     return False
         return True
 
@@ -292,8 +309,6 @@ def matcher_for(step: Step) -> Matcher:
         return LifecycleMatcher(step)
     if isinstance(step, ToolExecutedCheck):
         return ToolMatcher(step.call)
-    if isinstance(step, BotCheck):
-        return BotMatcher(step)
     if isinstance(step, MemoryStep):
         event_kind = "memory_set" if step.kind == "memory_was_set" else "memory_cleared"
         return MemoryMatcher(event_kind, step.name)

@@ -24,7 +24,7 @@ from mantle_stream._yaml import YamlProblem, YNode, compose, describe, source_li
 
 __all__ = [
     "BLOCK_KINDS",
-    "LIFECYCLE_TOOLS",
+    "FRAMEWORK_TOOLS",
     "MAX_SCENARIO_BYTES",
     "SKILL_KINDS",
     "Assertion",
@@ -69,8 +69,12 @@ ALL_KINDS = (
     *SKILL_KINDS, *BLOCK_KINDS, *MEMORY_KINDS, "tool_executed", "tools_within_one_turn",
     *BOT_KINDS, "sequencing",
 )
-#: Mantle's own tools that tools_within_one_turn neither counts nor matches.
-LIFECYCLE_TOOLS = frozenset({"complete_skill", "set_fields", "listen", "hangup"})
+#: Mantle's framework tools, recognised by name whatever their source (the engine
+#: forbids these names for builder tools): tools_within_one_turn neither counts
+#: nor matches them. ``complete_skill`` is the reference's name, ``complete`` the
+#: engine's; ``search_knowledge`` and ``cannot_help`` are counted like any tool.
+FRAMEWORK_TOOLS = frozenset({"activate", "complete", "complete_skill", "cancel", "set_fields",
+                             "correct", "resolve_tool_confirmation", "listen", "hangup"})
 
 
 # --------------------------------------------------------------------------- model
@@ -136,7 +140,7 @@ class BotCheck(msgspec.Struct, frozen=True):
     buttons: tuple[Button, ...] | None = None
 
 
-Step = LifecycleCheck | ToolExecutedCheck | BotCheck | MemoryStep
+Step = LifecycleCheck | ToolExecutedCheck | MemoryStep
 
 
 class SequencingCheck(msgspec.Struct, frozen=True):
@@ -659,11 +663,14 @@ class _Checker:
         if not node.value:
             self.error(node, f"{what} needs at least one step")
             return None
-        allowed = (*SKILL_KINDS, *BLOCK_KINDS, "tool_executed", "bot_uttered",
+        allowed = (*SKILL_KINDS, *BLOCK_KINDS, "tool_executed",
                    "memory_was_set", "memory_was_cleared")
         not_allowed = {
             "memory_was_not_set": "it can only be judged at the end, not at a point in order",
             "tools_within_one_turn": "it spans a whole turn, not one event",
+            "bot_uttered": "Mantle's scenario schema allows skill, ordered-block, "
+                           "`tool_executed` and memory steps only; check the message with a "
+                           "`bot_uttered` assertion of its own",
             "bot_did_not_utter": "it can only be judged at the end, not at a point in order",
             "sequencing": "sequencing cannot be nested; list the steps in one sequence",
         }
@@ -686,8 +693,6 @@ class _Checker:
             elif kind == "tool_executed":
                 call = self.tool_call(step_key, value, "`tool_executed`")
                 step = None if call is None else ToolExecutedCheck(call)
-            elif kind == "bot_uttered":
-                step = self.bot(kind, step_key, value)
             else:
                 step = self.lifecycle(kind, step_key, value)
             if step is None:

@@ -1,10 +1,10 @@
-"""Strict, typed value equality for memory values and tool arguments.
+"""Typed value equality for memory values and tool arguments.
 
 The reference compares values by JSON type as well as value: ``true`` is not
-``"true"``, ``5`` is not ``"5"``, ``1`` is not ``true`` and ``5`` is not
-``5.0``. Python's ``==`` says ``1 == True`` and ``5 == 5.0``, so it cannot be
-used directly. Objects compare by keys and values in any order, lists element
-by element.
+``"true"`` and ``5`` is not ``"5"``. JSON has one number type, so ``1``
+equals ``1.0`` (Rasa's evaluator agrees); booleans equal only booleans
+(``true`` is not ``1``, although Python says ``True == 1``). Objects compare
+by keys and values in any order, lists element by element.
 """
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ from typing import Any
 
 __all__ = ["strict_equal"]
 
+_NUMBERS = (int, float)
+
 
 def strict_equal(a: Any, b: Any) -> bool:
-    """True when ``a`` and ``b`` are the same JSON value with the same JSON types."""
+    """True when ``a`` and ``b`` are the same JSON value (numbers by value)."""
     ta = type(a)
-    if ta is not type(b):
-        return False
+    tb = type(b)
+    if ta is not tb:
+        # int and float are one JSON number type; bool is neither here.
+        return ta in _NUMBERS and tb in _NUMBERS and a == b
     if ta is dict:
         if a.keys() != b.keys():
             return False

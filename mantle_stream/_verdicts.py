@@ -12,7 +12,10 @@ import msgspec
 
 __all__ = ["AssertionResult", "ConversationResult", "Decision", "Statistics", "Verdict"]
 
-Verdict = Literal["pending", "passed", "failed"]
+#: ``skipped``: still pending when a conversation mantle_stream had stopped
+#: early ended; ``errored``: could not be evaluated. ``pending`` only in live
+#: views and incomplete runs.
+Verdict = Literal["pending", "passed", "failed", "skipped", "errored"]
 
 
 class Decision(msgspec.Struct, frozen=True, gc=False):
@@ -69,3 +72,4 @@ class Statistics(msgspec.Struct, frozen=True):
     held: int = 0  # waiting in reorder windows now
     bad_events: int = 0  # skipped under on_bad / --on-bad-event=skip
     replayed: int = 0  # already applied before a restore from a checkpoint
+    legacy_rows: int = 0  # older flat CALM rows (slot, flow_started, ...): skipped

@@ -40,11 +40,10 @@ __all__ = [
     "clear",
     "end",
     "judge",
+    "calm_slot",
+    "flat",
     "judge_lines",
     "kind_of",
-    "legacy_bot",
-    "legacy_slot",
-    "legacy_user",
     "scenario",
     "setm",
     "skill",
@@ -78,23 +77,32 @@ def kind_of(assertion: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Ev:
-    """One tracker event: a ProtoJSON payload, or a legacy flat row when ``legacy``."""
+    """One tracker event: a ProtoJSON payload, or a flat row when ``flat``.
+
+    ProtoJSON rows are written as Mantle writes them (events.md): every unset
+    optional envelope field ``null``, ``metadata`` a JSON *string* or null.
+    """
 
     key: str
     payload: dict[str, Any] = field(default_factory=dict)
     decides: bool = False
     seq: int | None = None  # explicit sequence (to make gaps); else previous + 1
-    legacy: bool = False
-    with_sequence: bool = True  # legacy rows may lack `sequence`
+    flat: bool = False
+    with_sequence: bool = True  # flat rows may lack `sequence`
+    metadata: dict[str, Any] | None = None
 
     def row(self, cid: str, seq: int) -> dict[str, Any]:
-        if self.legacy:
+        if self.flat:
             row: dict[str, Any] = {"event": self.key, "sender_id": cid, **self.payload}
+            if self.metadata is not None:
+                row["metadata"] = self.metadata
             if self.with_sequence:
                 row["sequence"] = seq
             return row
-        return {"conversation_id": cid, "sequence": seq, "event_id": f"{cid}-{seq}",
-                self.key: self.payload}
+        return {"conversation_id": cid, "timestamp": 1767261600.0 + seq,
+                "metadata": None if self.metadata is None else json.dumps(self.metadata),
+                "event_id": f"{cid}-{seq}", "sequence": seq, self.key: self.payload,
+                "user_id": None, "deployment_environment": None, "session_id": None}
 
     def line(self, cid: str, seq: int) -> str:
         return json.dumps(self.row(cid, seq))
@@ -114,24 +122,26 @@ def end() -> Ev:
 
 
 def user(text: str | None = "hello") -> Ev:
-    return Ev("user", {"text": text})
+    return Ev("user", {"text": text, "parse_data": {}, "input_channel": "rest",
+                       "message_id": None, "anonymized_at": None})
 
 
 def bot(text: str | None = None, *, utter: str | None = None,
         buttons: list[dict[str, Any]] | None = None) -> Ev:
-    payload: dict[str, Any] = {"text": text, "utter_name": utter}
-    if buttons is not None:
-        payload["buttons"] = buttons
-    return Ev("bot", payload)
+    """A ``bot`` event: the response name travels in metadata ``utter_action``."""
+    data: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
+    return Ev("bot", {"text": text, "data": data, "anonymized_at": None},
+              metadata=None if utter is None else {"utter_action": utter})
 
 
 def setm(name: str, value: Any) -> Ev:
     """A ``memory_set`` event; ``value`` travels JSON-encoded in ``value_json``."""
-    return Ev("memory_set", {"name": name, "value_json": json.dumps(value)})
+    return Ev("memory_set", {"key": name, "value_json": json.dumps(value),
+                             "anonymized_at": None})
 
 
 def clear(name: str) -> Ev:
-    return Ev("memory_cleared", {"name": name})
+    return Ev("memory_cleared", {"key": name})
 
 
 def skill(event: str, skill_id: str, step_id: str | None = None) -> Ev:
@@ -157,35 +167,33 @@ def block(event: str, skill_id: str, block_id: str, step_id: str | None = None) 
 def tool(name: str, *, source: str = "local", server: str | None = None,
          skill_id: str | None = None, args: dict[str, Any] | None = None,
          is_error: bool = False, result: Any = None) -> Ev:
-    """A ``tool_executed`` event; ``args`` travel JSON-encoded in ``arguments_json``."""
+    """A ``tool_executed`` event; ``args`` travel JSON-encoded in ``arguments_json`` and
+    the skill it ran for in metadata ``skill_id``."""
     if source == "mcp" and server is None:
         server = "banking"
     return Ev("tool_executed", {
-        "tool_name": name, "source": source, "mcp_server": server, "skill_id": skill_id,
-        "arguments_json": json.dumps(args or {}),
+        "tool_name": name, "arguments_json": json.dumps(args or {}), "source": source,
         "result_json": None if result is None else json.dumps(result),
-        "is_error": is_error,
-    })
+        "is_error": is_error, "error_message": "failed" if is_error else None,
+        "mcp_server": server,
+    }, metadata=None if skill_id is None else {"skill_id": skill_id})
 
 
-def legacy_user(text: str = "hello", *, with_sequence: bool = True) -> Ev:
-    return Ev("user", {"text": text}, legacy=True, with_sequence=with_sequence)
+def flat(ev: Ev, *, with_sequence: bool = True) -> Ev:
+    """The same event in the flat shape of a tracker document (events.md section 2)."""
+    payload = dict(ev.payload)
+    if ev.key == "memory_set":
+        payload["value"] = json.loads(payload.pop("value_json"))
+    elif ev.key == "tool_executed":
+        payload["arguments"] = json.loads(payload.pop("arguments_json"))
+        result = payload.pop("result_json")
+        payload["result"] = None if result is None else json.loads(result)
+    return replace(ev, payload=payload, flat=True, with_sequence=with_sequence)
 
 
-def legacy_bot(text: str | None = None, *, utter: str | None = None,
-               buttons: list[dict[str, Any]] | None = None,
-               with_sequence: bool = True) -> Ev:
-    payload: dict[str, Any] = {"text": text}
-    if utter is not None:
-        payload["metadata"] = {"utter_action": utter}
-    if buttons is not None:
-        payload["data"] = {"buttons": buttons}
-    return Ev("bot", payload, legacy=True, with_sequence=with_sequence)
-
-
-def legacy_slot(name: str, value: Any, *, with_sequence: bool = True) -> Ev:
-    """A legacy ``slot`` row: a non-null value is a write, null a clear."""
-    return Ev("slot", {"name": name, "value": value}, legacy=True,
+def calm_slot(name: str, value: Any, *, with_sequence: bool = True) -> Ev:
+    """An older CALM ``slot`` row: read by no check, skipped and counted."""
+    return Ev("slot", {"name": name, "value": value}, flat=True,
               with_sequence=with_sequence)
 
 
@@ -193,7 +201,8 @@ def legacy_slot(name: str, value: Any, *, with_sequence: bool = True) -> Ev:
 # Typed values (memory values and tool arguments alike)
 # --------------------------------------------------------------------------
 
-# (expected, written, equal?) - semantics.md "Value equality".
+# (expected, written, equal?) - semantics.md "Value equality": numbers by value
+# (JSON has one number type), booleans only equal booleans.
 TYPED_VALUES = [
     pytest.param(True, True, True, id="true-eq-true"),
     pytest.param(True, "true", False, id="true-ne-str-true"),
@@ -204,8 +213,11 @@ TYPED_VALUES = [
     pytest.param(1, True, False, id="1-ne-true"),
     pytest.param(True, 1, False, id="true-ne-1"),
     pytest.param(0, False, False, id="0-ne-false"),
-    pytest.param(5, 5.0, False, id="5-ne-5.0"),
-    pytest.param(5.0, 5, False, id="5.0-ne-5"),
+    pytest.param(5, 5.0, True, id="5-eq-5.0"),
+    pytest.param(5.0, 5, True, id="5.0-eq-5"),
+    pytest.param(1, 1.5, False, id="1-ne-1.5"),
+    pytest.param(1.0, True, False, id="1.0-ne-true"),
+    pytest.param(0.0, False, False, id="0.0-ne-false"),
     pytest.param(2.5, 2.5, True, id="2.5-eq-2.5"),
     pytest.param("damaged", "Damaged", False, id="strings-exact-case"),
     pytest.param("damaged", "damaged ", False, id="strings-exact-space"),
@@ -222,7 +234,8 @@ TYPED_VALUES = [
     pytest.param([{"b": 1, "a": 2}], [{"a": 2, "b": 1}], True, id="list-of-objects-key-order"),
     pytest.param([], {}, False, id="empty-list-ne-empty-object"),
     pytest.param("x", None, False, id="str-ne-null"),
-    pytest.param({"a": 1}, {"a": 1.0}, False, id="object-int-ne-float"),
+    pytest.param({"a": 1}, {"a": 1.0}, True, id="object-int-eq-float"),
+    pytest.param([1, 2], [1.0, 2.0], True, id="list-int-eq-float"),
     pytest.param([True], [1], False, id="list-true-ne-1"),
     pytest.param(12345678901234567890, 12345678901234567890, True, id="big-int"),
     pytest.param(12345678901234567890, 1.2345678901234567e19, False, id="big-int-ne-float"),
@@ -234,6 +247,12 @@ TYPED_VALUES = [
 # --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
+
+#: The behaviour tests push each conversation in order, from sequence 10 by
+#: default (so that a sequence is never mistaken for a position). With the
+#: default reorder window the engine would rightly wait for sequences 0-9;
+#: ordering has tests of its own (test_order.py).
+IN_ORDER = 0
 
 
 @dataclass
@@ -282,7 +301,7 @@ def judge(assertions: dict[str, Any] | list[dict[str, Any]], events: list[Ev], *
     """Push ``events`` as one conversation, then (when ``finish``) end the input."""
     if isinstance(assertions, dict):
         assertions = [assertions]
-    evaluator = ms.Evaluator([scenario(*assertions)])
+    evaluator = ms.Evaluator([scenario(*assertions)], reorder_window=IN_ORDER)
     seqs = assign_sequences(events, first)
     marked = [s for ev, s in zip(events, seqs, strict=True) if ev.decides]
     assert len(marked) <= 1, "mark at most one deciding event"
@@ -313,7 +332,7 @@ def judge(assertions: dict[str, Any] | list[dict[str, Any]], events: list[Ev], *
 
 def judge_lines(assertions: list[dict[str, Any]], lines: list[str]) -> list[ms.ConversationResult]:
     """Push raw wire lines (several conversations possibly), finish, return every result."""
-    evaluator = ms.Evaluator([scenario(*assertions)])
+    evaluator = ms.Evaluator([scenario(*assertions)], reorder_window=IN_ORDER)
     for line in lines:
         evaluator.push_line(line)
     evaluator.finish_all()
@@ -333,13 +352,13 @@ def checkpointed(assertions: list[dict[str, Any]], events: list[Ev], split: int,
     evaluator, push the rest and finish. Returns the final result and every decision."""
     scen = scenario(*assertions)
     seqs = assign_sequences(events)
-    first = ms.Evaluator([scen])
+    first = ms.Evaluator([scen], reorder_window=IN_ORDER)
     decisions: list[ms.Decision] = []
     for ev, seq in zip(events[:split], seqs[:split], strict=True):
         decisions += first.push_line(ev.line(cid, seq))
     data = msgspec.json.encode(first.conversation_state(cid))
     state = msgspec.json.decode(data, type=ms.ConversationState)
-    second = ms.Evaluator([scen])
+    second = ms.Evaluator([scen], reorder_window=IN_ORDER)
     second.restore_conversation(state)
     for ev, seq in zip(events[split:], seqs[split:], strict=True):
         decisions += second.push_line(ev.line(cid, seq))
@@ -366,7 +385,8 @@ ALL_KINDS = [
 @pytest.mark.parametrize("ev", ALL_KINDS, ids=[e.key for e in ALL_KINDS])
 def test_builder_lines_have_the_envelope_and_exactly_one_payload_key(ev: Ev) -> None:
     row = json.loads(ev.line("c-1", 7))
-    envelope = {"conversation_id", "sequence", "event_id"}
+    envelope = {"conversation_id", "sequence", "event_id", "timestamp", "metadata", "user_id",
+                "session_id", "deployment_environment"}
     assert row["conversation_id"] == "c-1" and row["sequence"] == 7
     assert set(row) - envelope == {ev.key}
 

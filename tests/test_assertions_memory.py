@@ -136,9 +136,14 @@ def test_was_set_integer_value_json_stays_an_integer() -> None:
     assert_outcome(was_set((CARD, 42)), [user(), D(setm(CARD, 42))], "passed")
 
 
-def test_was_set_float_value_json_does_not_equal_the_integer() -> None:
-    # ... and "42.0" is the float 42.0, which does not.
-    assert_outcome(was_set((CARD, 42)), [user(), setm(CARD, 42.0)], "failed")
+def test_was_set_float_value_json_equals_the_integer() -> None:
+    # ... and "42.0" is the float 42.0: JSON has one number type, so it equals 42.
+    assert_outcome(was_set((CARD, 42)), [user(), D(setm(CARD, 42.0))], "passed")
+
+
+def test_was_set_boolean_never_equals_a_number() -> None:
+    # Divergence from Rasa 3.21, which compares with Python's == (True == 1).
+    assert_outcome(was_set((CARD, 1)), [user(), setm(CARD, True)], "failed")
 
 
 def test_several_set_entries_pass_at_the_latest_first_match() -> None:

@@ -2,7 +2,7 @@
 
 Reference ("Sequencing") and semantics.md: other events may sit between
 steps; each step is matched at the earliest possible event; steps are
-skill, ordered-block, tool_executed and bot_uttered checks in their usual
+skill, ordered-block and tool_executed checks in their usual
 shape and memory_was_set / memory_was_cleared with the key as a string.
 Passes at the event matching the last step, else fails at the end.
 """
@@ -39,7 +39,8 @@ ORDER = {"tool_executed": {"tool_name": "order_replacement", "source": "local"}}
 ACTIVATED = {"skill_activated": {"skill_id": "card_replace"}}
 COMPLETED = {"skill_completed": {"skill_id": "card_replace"}}
 ENTERED = {"ordered_block_entered": {"skill_id": "card_replace", "block_id": "main"}}
-SAID_ORDERED = {"bot_uttered": {"text_matches": "ordered"}}
+SKILL_ORDER = {"tool_executed": {"tool_name": "order_replacement", "source": "local",
+                                 "skill_id": "card_replace"}}
 
 REFERENCE = seq(SET_REASON, ORDER, COMPLETED)
 
@@ -138,12 +139,9 @@ def test_steps_match_at_the_earliest_event_so_it_passes_as_soon_as_possible() ->
                  block("completed", "card_replace", "main"),
                  [skill("completed", "card_replace"), block("completed", "card_lock", "main")],
                  id="ordered_block_completed"),
-    pytest.param(SAID_ORDERED, bot("Your replacement was ordered."),
-                 [bot(None, utter="utter_ordered"), user("was it ordered?")], id="bot_uttered"),
-    pytest.param({"bot_uttered": {"utter_name": "utter_ok", "buttons": [{"title": "Yes"}]}},
-                 bot("ok", utter="utter_ok", buttons=[{"title": "Yes", "payload": "/y"}]),
-                 [bot("ok", utter="utter_ok"), bot("ok", buttons=[{"title": "Yes"}])],
-                 id="bot_uttered-buttons"),
+    pytest.param(SKILL_ORDER, tool("order_replacement", skill_id="card_replace"),
+                 [tool("order_replacement"), tool("order_replacement", skill_id="card_lock")],
+                 id="tool_executed-skill_id"),
 ])
 def test_each_step_kind_matches_like_its_check(step: dict[str, Any], hit: Ev,
                                                misses: list[Ev]) -> None:
@@ -159,9 +157,9 @@ def test_memory_step_after_a_clear_needs_a_new_write() -> None:
 
 
 def test_fail_reason_names_the_first_missing_step() -> None:
-    judged = assert_outcome(seq(ACTIVATED, SAID_ORDERED, COMPLETED),
+    judged = assert_outcome(seq(ACTIVATED, SKILL_ORDER, COMPLETED),
                             [user(), activated, completed], "failed")
-    assert "2" in judged.reason() and "ordered" in judged.reason()
+    assert "step 2 of 3" in judged.reason() and "order_replacement" in judged.reason()
 
 
 def test_several_sequencing_checks_are_independent() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 from test_assertions_harness import (
+    IN_ORDER,
     D,
     Ev,
     block,
@@ -26,9 +27,8 @@ from test_assertions_harness import (
     end,
     judge,
     judge_lines,
-    legacy_bot,
-    legacy_slot,
-    legacy_user,
+    calm_slot,
+    flat,
     scenario,
     setm,
     skill,
@@ -393,10 +393,10 @@ def test_a_conversation_is_open_from_its_first_event_until_it_ends() -> None:
 
 
 # --------------------------------------------------------------------------
-# Legacy flat rows
+# Flat events (a tracker document's shape, one per line with sender_id)
 # --------------------------------------------------------------------------
 
-LEGACY_ASSERTIONS: list[dict[str, Any]] = [
+FLAT_ASSERTIONS: list[dict[str, Any]] = [
     {"memory_was_set": [{"name": REASON, "value": "damaged"}, {"name": "card_replace.count",
                                                                "value": 5}]},
     {"memory_was_set": [{"name": "card_replace.count", "value": "5"}]},
@@ -410,94 +410,93 @@ LEGACY_ASSERTIONS: list[dict[str, Any]] = [
     {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}},
     within(BAL_CALL, ORDER_CALL, extras=False),
     {"sequencing": [{"memory_was_set": REASON}, {"memory_was_cleared": DRAFT},
-                    {"bot_uttered": {"utter_name": "utter_done"}}]},
+                    {"tool_executed": {"tool_name": "order_replacement", "source": "local",
+                                       "skill_id": CR}}]},
+    {"tool_executed": {"tool_name": "order_replacement", "source": "local", "skill_id": CR,
+                       "arguments": {"shipping": "standard"}}},
 ]
-LEGACY_OUTCOMES = [("passed", 15), ("failed", None), ("passed", None), ("passed", None),
-                   ("passed", 20), ("passed", 13), ("passed", 21), ("passed", None),
-                   ("passed", 22), ("passed", 21)]
+FLAT_OUTCOMES = [("passed", 15), ("failed", None), ("passed", None), ("passed", None),
+                 ("passed", 18), ("passed", 13), ("passed", 20), ("passed", None),
+                 ("passed", 21), ("passed", 19), ("passed", 19)]
 
 SHIPPING_BUTTONS = [{"title": "Standard", "payload": "/standard"},
                     {"title": "Express", "payload": "/express"}]
 
 
-def conversation(legacy: bool) -> list[Ev]:
-    """The same conversation as legacy rows (user, bot, slot) or ProtoJSON; tool
-    runs have no legacy shape and stay ProtoJSON in both."""
-    u = legacy_user if legacy else user
-    s = legacy_slot if legacy else setm
-
-    def b(text: str, utter: str, buttons: list[dict[str, Any]] | None = None) -> Ev:
-        return (legacy_bot if legacy else bot)(text, utter=utter, buttons=buttons)
-
-    def c(name: str) -> Ev:
-        return legacy_slot(name, None) if legacy else clear(name)
-
-    return [
-        u("my card is damaged"),                                       # 10
-        s(REASON, "damaged"),                                          # 11
-        s(FRAUD, True),                                                # 12
-        b("Which shipping?", "utter_ask_shipping", SHIPPING_BUTTONS),  # 13
-        s(DRAFT, "d-1"),                                               # 14
-        s("card_replace.count", 5),                                    # 15
-        u("standard"),                                                 # 16
-        bal,                                                           # 17
-        order,                                                         # 18
-        s(FRAUD, False),                                               # 19
-        c(DRAFT),                                                      # 20
-        b("Your replacement was ordered.", "utter_done"),              # 21
-        u("thanks"),                                                   # 22
+def conversation(shape: str) -> list[Ev]:
+    """One conversation in ProtoJSON, or every event in the flat shape."""
+    events = [
+        user("my card is damaged"),                                       # 10
+        setm(REASON, "damaged"),                                          # 11
+        setm(FRAUD, True),                                                # 12
+        bot("Which shipping?", utter="utter_ask_shipping", buttons=SHIPPING_BUTTONS),  # 13
+        setm(DRAFT, "d-1"),                                               # 14
+        setm("card_replace.count", 5),                                    # 15
+        user("standard"),                                                 # 16
+        bal,                                                              # 17
+        clear(DRAFT),                                                     # 18
+        tool("order_replacement", skill_id=CR, args={"shipping": "standard"}),  # 19
+        bot("Your replacement was ordered.", utter="utter_done"),         # 20
+        user("thanks"),                                                   # 21
+        setm(FRAUD, False),                                               # 22
     ]
+    return events if shape == "protojson" else [flat(e) for e in events]
 
 
-@pytest.mark.parametrize("legacy", [False, True], ids=["protojson", "legacy"])
-def test_conversation_gives_the_expected_outcomes(legacy: bool) -> None:
-    judged = judge(LEGACY_ASSERTIONS, conversation(legacy))
-    assert [judged.outcome(i) for i in range(len(LEGACY_ASSERTIONS))] == LEGACY_OUTCOMES
+@pytest.mark.parametrize("shape", ["protojson", "flat"])
+def test_conversation_gives_the_expected_outcomes(shape: str) -> None:
+    judged = judge(FLAT_ASSERTIONS, conversation(shape))
+    assert [judged.outcome(i) for i in range(len(FLAT_ASSERTIONS))] == FLAT_OUTCOMES
 
 
-def test_legacy_rows_are_judged_the_same_as_protojson() -> None:
-    proto = judge(LEGACY_ASSERTIONS, conversation(legacy=False))
-    legacy = judge(LEGACY_ASSERTIONS, conversation(legacy=True))
-    assert legacy.results == proto.results
+def test_flat_events_are_judged_the_same_as_protojson() -> None:
+    proto = judge(FLAT_ASSERTIONS, conversation("protojson"))
+    flat_ = judge(FLAT_ASSERTIONS, conversation("flat"))
+    assert flat_.results == proto.results
 
 
-def test_legacy_slot_value_is_already_typed() -> None:
+def test_flat_memory_value_is_already_typed() -> None:
     judged = judge([{"memory_was_set": [{"name": "a.n", "value": 5}]},
                     {"memory_was_set": [{"name": "a.s", "value": "5"}]},
                     {"memory_was_set": [{"name": "a.o", "value": {"x": [1, True]}}]}],
-                   [legacy_slot("a.n", "5"), legacy_slot("a.s", 5),
-                    legacy_slot("a.o", {"x": [1, True]}), legacy_slot("a.n", 5)])
+                   [flat(setm("a.n", "5")), flat(setm("a.s", 5)),
+                    flat(setm("a.o", {"x": [1, True]})), flat(setm("a.n", 5))])
     assert [judged.outcome(i) for i in range(3)] == [("passed", 13), ("failed", None),
                                                       ("passed", 12)]
 
 
-def test_legacy_slot_null_is_a_clear_not_a_write() -> None:
-    judged = judge([{"memory_was_cleared": [{"name": DRAFT}]},
-                    {"memory_was_not_set": [{"name": DRAFT}]},
-                    {"memory_was_set": [{"name": DRAFT}]}],
-                   [legacy_user(), legacy_slot(DRAFT, None)])
-    assert [judged.outcome(i) for i in range(3)] == [("passed", 11), ("passed", None),
-                                                      ("failed", None)]
+def test_older_calm_slot_rows_are_skipped_and_counted() -> None:
+    evaluator = ms.Evaluator([scenario({"memory_was_set": [{"name": DRAFT}]},
+                                       {"memory_was_cleared": [{"name": DRAFT}]})])
+    for seq, ev in enumerate([flat(user()), calm_slot(DRAFT, "d"), calm_slot(DRAFT, None)]):
+        evaluator.push_line(ev.line("c", seq))
+    evaluator.finish_all()
+    [result] = evaluator.results()
+    assert [a.verdict for a in result.assertions] == ["failed", "failed"]
+    assert evaluator.statistics().legacy_rows == 2
+    assert evaluator.decoder.legacy == {"slot": 2}
 
 
-def test_legacy_rows_without_sequence_are_judged_in_arrival_order() -> None:
-    events = [legacy_user(with_sequence=False), legacy_slot(DRAFT, "d", with_sequence=False),
-              legacy_slot(DRAFT, None, with_sequence=False),
-              legacy_bot("done", utter="utter_done", with_sequence=False),
-              legacy_user(with_sequence=False)]
+def test_flat_rows_without_sequence_are_judged_in_arrival_order() -> None:
+    events = [flat(user(), with_sequence=False), flat(setm(DRAFT, "d"), with_sequence=False),
+              flat(clear(DRAFT), with_sequence=False),
+              flat(tool("submit"), with_sequence=False),
+              flat(user(), with_sequence=False)]
     ok = {"sequencing": [{"memory_was_set": DRAFT}, {"memory_was_cleared": DRAFT},
-                         {"bot_uttered": {"utter_name": "utter_done"}}]}
-    reversed_ = {"sequencing": [{"bot_uttered": {"utter_name": "utter_done"}},
+                         {"tool_executed": {"tool_name": "submit", "source": "local"}}]}
+    reversed_ = {"sequencing": [{"tool_executed": {"tool_name": "submit", "source": "local"}},
                                 {"memory_was_cleared": DRAFT}]}
     [result] = judge_lines([ok, reversed_], [e.line("c", 0) for e in events])
     assert [a.verdict for a in result.assertions] == ["passed", "failed"]
+    # Decided by an event without a sequence: there is no sequence to report.
+    assert result.assertions[0].decided_at is None
 
 
-def test_legacy_and_protojson_rows_mix_in_one_conversation() -> None:
+def test_flat_and_protojson_rows_mix_in_one_conversation() -> None:
     judged = judge([within(BAL_CALL, ORDER_CALL, extras=True),
                     {"bot_uttered": {"utter_name": "utter_done", "text_matches": "ordered"}}],
-                   [legacy_user(), bal, legacy_user(), bal, D(order),
-                    legacy_bot("ordered", utter="utter_done")])
+                   [flat(user()), bal, flat(user()), flat(bal), D(order),
+                    flat(bot("ordered", utter="utter_done"))])
     assert [judged.outcome(i) for i in range(2)] == [("passed", 14), ("passed", 15)]
 
 
@@ -594,7 +593,7 @@ def test_checkpoint_survives_a_second_checkpoint(assertions: list[dict[str, Any]
     whole = judge(assertions, events)
     third = len(events) // 3 or 1
     scen = scenario(*assertions)
-    evaluator = ms.Evaluator([scen])
+    evaluator = ms.Evaluator([scen], reorder_window=IN_ORDER)
     seq = 10
     for cut in (third, 2 * third, len(events)):
         for ev in events[seq - 10:cut]:
@@ -602,7 +601,7 @@ def test_checkpoint_survives_a_second_checkpoint(assertions: list[dict[str, Any]
             seq += 1
         if cut < len(events):
             data = msgspec.json.encode(evaluator.conversation_state("c"))
-            evaluator = ms.Evaluator([scen])
+            evaluator = ms.Evaluator([scen], reorder_window=IN_ORDER)
             evaluator.restore_conversation(msgspec.json.decode(data, type=ms.ConversationState))
     evaluator.finish_all()
     [result] = evaluator.results()

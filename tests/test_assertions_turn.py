@@ -46,7 +46,9 @@ bal, order = tool("check_balance"), tool("order_replacement")
 
 REFERENCE = within(BAL, ORD, extras=False, ordered=True)
 
-LIFECYCLE = ["complete_skill", "set_fields", "listen", "hangup"]
+# semantics.md "Framework tools": recognised by name, whatever their source.
+LIFECYCLE = ["activate", "complete", "complete_skill", "cancel", "set_fields", "correct",
+             "resolve_tool_confirmation", "listen", "hangup"]
 COUNTED_MANTLE = ["search_knowledge", "cannot_help"]
 
 
@@ -215,16 +217,24 @@ def test_search_knowledge_and_cannot_help_satisfy_a_listed_call(name: str) -> No
 
 
 @pytest.mark.parametrize("name", LIFECYCLE)
-def test_an_mcp_tool_with_a_lifecycle_name_is_an_extra_call(name: str) -> None:
+def test_a_framework_tool_name_is_not_counted_whatever_its_source(name: str) -> None:
     assert_outcome(within(BAL, ORD, extras=False), [
-        user(), bal, tool(name, source="mcp", server="forms"), order, user(),
+        user(), bal, tool(name, source="mcp", server="forms"), order, D(user()),
+    ], "passed")
+
+
+@pytest.mark.parametrize("name", LIFECYCLE)
+def test_a_framework_tool_name_never_satisfies_a_listed_call_whatever_its_source(
+        name: str) -> None:
+    assert_outcome(within(call(name, "mcp", mcp_server="forms"), BAL, extras=True), [
+        user(), tool(name, source="mcp", server="forms"), bal, user(),
     ], "failed")
 
 
 @pytest.mark.parametrize("name", LIFECYCLE)
-def test_an_mcp_tool_with_a_lifecycle_name_satisfies_a_listed_call(name: str) -> None:
-    assert_outcome(within(call(name, "mcp", mcp_server="forms"), BAL, extras=False), [
-        user(), tool(name, source="mcp", server="forms"), bal, D(user()),
+def test_a_standalone_tool_executed_still_sees_framework_tools(name: str) -> None:
+    assert_outcome({"tool_executed": {"tool_name": name, "source": "local"}}, [
+        user(), D(tool(name)),
     ], "passed")
 
 

@@ -1,0 +1,184 @@
+"""Flat events and tracker documents: the shape of Rasa's HTTP tracker endpoint.
+
+Part of the event wire format (next to :mod:`mantle_stream._events`).
+``GET /conversations/{id}/tracker`` returns ``{"sender_id": ..., "events":
+[...]}`` with each event flat: ``{"event": "memory_set", "key": ...,
+"value": ...}``; older assistants write such rows one per line with
+``sender_id`` beside them. :func:`flat_event` maps one flat row onto the same
+:class:`~mantle_stream._events.Event` a ProtoJSON line decodes to, so there
+is one judging path; :func:`document_lines` turns a tracker document into
+JSON lines, each row numbered by its position (a tracker's ``sequence`` is
+that position).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from mantle_stream import _events as ev
+from mantle_stream._errors import EventError
+
+if TYPE_CHECKING:
+    from mantle_stream._events import EventDecoder
+
+__all__ = ["document_lines", "flat_event", "is_document"]
+
+
+class _Flat(msgspec.Struct, gc=False):
+    """Every field a flat row of a kind some check reads may carry."""
+
+    event: str
+    sender_id: str | None = None
+    conversation_id: str | None = None
+    sequence: Any = None
+    event_id: str | None = None
+    timestamp: float | str | None = None
+    metadata: dict[str, Any] | None = None
+    text: str | None = None
+    data: dict[str, Any] | None = None
+    key: str | None = None
+    value: Any = None
+    skill_id: str | None = None
+    block_id: str | None = None
+    step_id: str | None = None
+    tool_name: str | None = None
+    source: str | None = None
+    arguments: dict[str, Any] | None = None
+    result: Any = None
+    is_error: bool | None = None
+    error_message: str | None = None
+    mcp_server: str | None = None
+
+
+_decode_flat = msgspec.json.Decoder(_Flat).decode
+_encode = msgspec.json.Encoder().encode
+
+
+def _text(value: Any) -> str:
+    return _encode(value).decode()
+
+
+def _need(row: _Flat, *names: str) -> list[str]:
+    values = [getattr(row, name) for name in names]
+    missing = [f"`{n}`" for n, v in zip(names, values, strict=True) if not isinstance(v, str)]
+    if missing:
+        raise EventError(f"flat `{row.event}` event without a string {', '.join(missing)}")
+    return values
+
+
+def _payload(row: _Flat) -> ev.Payload:
+    kind = row.event
+    if kind == "user":
+        return ev.User(text=row.text)
+    if kind == "bot":
+        return ev.Bot(text=row.text, data=row.data)
+    if kind == "memory_set":
+        [key] = _need(row, "key")
+        return ev.MemorySet(key=key, value_json=_text(row.value))
+    if kind == "memory_cleared":
+        [key] = _need(row, "key")
+        return ev.MemoryCleared(key=key)
+    if kind == "tool_executed":
+        name, source = _need(row, "tool_name", "source")
+        return ev.ToolExecuted(
+            tool_name=name, source=source,
+            arguments_json=_text(row.arguments if row.arguments is not None else {}),
+            result_json=None if row.result is None else _text(row.result),
+            is_error=bool(row.is_error), error_message=row.error_message,
+            mcp_server=row.mcp_server)
+    cls = ev.PAYLOAD_TYPES[kind]
+    if issubclass(cls, ev.OrderedBlockEvent):
+        skill_id, block_id = _need(row, "skill_id", "block_id")
+        return cls(skill_id=skill_id, block_id=block_id, step_id=row.step_id)
+    if issubclass(cls, ev.SkillEvent):
+        [skill_id] = _need(row, "skill_id")
+        return cls(skill_id=skill_id, step_id=row.step_id)
+    return cls()  # session_started, session_ended
+
+
+def flat_event(line: bytes, decoder: EventDecoder) -> tuple[ev.Event, ev.Payload]:
+    """The event a flat row stands for, and its payload.
+
+    A kind no check reads comes back with :data:`~mantle_stream._events.LEGACY`
+    (an older CALM row, counted in ``decoder.legacy``) or a skipped payload
+    (``action``, ``stack``, ...: normal traffic, not counted).
+    """
+    try:
+        row = _decode_flat(line)
+    except msgspec.ValidationError as exc:
+        raise EventError(f"flat event: {exc}") from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise EventError(f"flat event: {ev.malformed(exc)}") from None
+    cid = row.conversation_id or row.sender_id
+    if not cid:
+        raise EventError("flat event without `sender_id`")
+    sequence = row.sequence
+    if sequence is not None and (type(sequence) is not int or sequence < 0):
+        raise EventError(f"`sequence` must be a whole number >= 0 or null, got {sequence!r}")
+    envelope: dict[str, Any] = {"conversation_id": cid, "sequence": sequence,
+                                "event_id": row.event_id, "timestamp": row.timestamp,
+                                "metadata": row.metadata}
+    kind = row.event
+    payload: ev.Payload
+    if kind in ev.PAYLOAD_TYPES:
+        payload = _payload(row)
+    elif kind in ev.SKIPPED_KINDS:
+        payload = ev.Skipped()
+    else:
+        decoder.count(decoder.legacy, kind)
+        return ev.Event(**envelope), ev.LEGACY
+    fields: dict[str, Any] = {kind: payload, **envelope}
+    return ev.Event(**fields), payload
+
+
+class _Document(msgspec.Struct):
+    sender_id: str
+    events: list[dict[str, Any]]
+
+
+_decode_document = msgspec.json.Decoder(_Document).decode
+
+
+def is_document(head: bytes) -> bool:
+    """Whether a file starting with ``head`` holds a tracker document, not JSON lines.
+
+    A document is one JSON object with an ``events`` list; it may be
+    pretty-printed over many lines, so the first line alone is not a
+    complete event, or it holds a ``"sender_id"`` and an ``"events"`` key.
+    """
+    first = head.lstrip()
+    if not first.startswith(b"{"):
+        return False
+    line = first.split(b"\n", 1)[0]
+    try:
+        row = msgspec.json.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return True  # an object that does not end on its first line
+    return isinstance(row, dict) and isinstance(row.get("events"), list)
+
+
+def document_lines(data: bytes, source: str = "<document>") -> tuple[str, bytes]:
+    """A tracker document as (its conversation id, JSON lines of its events).
+
+    Each event is given the document's ``sender_id`` and, when it has none,
+    its 0-based position in the list as ``sequence``; the rows stay in the
+    shape they came in (flat or ProtoJSON).
+    """
+    try:
+        doc = _decode_document(data)
+    except msgspec.ValidationError as exc:
+        raise EventError(f"not a tracker document: {exc}", source=source) from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise EventError(f"tracker document: {ev.malformed(exc)}", source=source) from None
+    lines = []
+    for position, row in enumerate(doc.events):
+        if "event" in row:
+            row.setdefault("sender_id", doc.sender_id)
+        else:
+            row.setdefault("conversation_id", doc.sender_id)
+        if row.get("sequence") is None:
+            row["sequence"] = position
+        lines.append(_encode(row))
+    return doc.sender_id, b"\n".join(lines) + b"\n" if lines else b""
