@@ -23,13 +23,14 @@ from rich.console import Console
 from rich.live import Live
 
 from mantle_stream import __version__
-from mantle_stream._engine import Evaluator
+from mantle_stream._engine import DEFAULT_REORDER_WINDOW, Evaluator
 from mantle_stream._errors import EventError, MantleStreamError, ScenarioError, UsageError
 from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
 from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
 from mantle_stream._report import EXIT_ERROR, EXIT_FAILED, Report, build_report, exit_status
-from mantle_stream._run import Runner, RunOutcome
+from mantle_stream._results import RecordedRun, load_results
+from mantle_stream._run import DEFAULT_GAP_TIMEOUT, Runner, RunOutcome
 from mantle_stream._scenario import Scenario, load_scenarios
 from mantle_stream._table import ReportTable
 from mantle_stream._verdicts import Decision
@@ -91,9 +92,19 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-bad-event", choices=("fail", "skip"), default="fail",
                    help="a malformed event: stop with exit 2 after reporting what was judged "
                         "(fail, the default), or count it and go on (skip)")
-    p.add_argument("--reorder-window", type=_count, default=0, metavar="N",
+    p.add_argument("--reorder-window", type=_count, default=DEFAULT_REORDER_WINDOW,
+                   metavar="N",
                    help="hold up to N events of a conversation that arrive after a gap in "
-                        "`sequence`, to apply them in order (default 0: apply on arrival)")
+                        "`sequence`, to apply them in order; 0 applies events on arrival "
+                        f"(default: {DEFAULT_REORDER_WINDOW})")
+    p.add_argument("--gap-timeout", type=_positive, default=DEFAULT_GAP_TIMEOUT,
+                   metavar="SECONDS",
+                   help="give up on a missing sequence after waiting this long "
+                        f"(default: {DEFAULT_GAP_TIMEOUT:g})")
+    p.add_argument("--results", metavar="DIR",
+                   help="an evaluate_agent results folder: judge each conversation against "
+                        "the scenario its run_N.json names, and report where our verdicts "
+                        "differ from the recorded ones")
 
 
 def _add_live_options(p: argparse.ArgumentParser) -> None:
@@ -240,6 +251,7 @@ class _Session:
         self.live = live and self.console.is_terminal
         self.plain = live and not self.live  # watch into a pipe: one line per verdict
         self.jsonl = JsonlWriter.open(args.jsonl) if args.jsonl else None
+        self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
 
     def on_bad(self, error: EventError) -> None:
         """--on-bad-event=skip: say what was skipped, on standard error."""
@@ -308,7 +320,7 @@ async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
 
 
 def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str) -> int:
-    report = build_report(session.evaluator)
+    report = build_report(session.evaluator, session.recorded)
     if session.args.junit:
         write_junit(session.args.junit, report)
     if fmt == "json":
@@ -336,8 +348,9 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
 
 def _warn_unmatched(report: Report) -> None:
     for u in report.unmatched:
-        what = f"names scenario `{u.scenario}`, which is not loaded" if u.scenario else \
-            "names no scenario in metadata.scenario"
+        what = f"is a run of scenario `{u.scenario}`, which is not loaded" if u.scenario \
+            else "has no scenario: several are loaded and no --results file or metadata " \
+            "`scenario` names one"
         print(f"mantle-stream: warning: conversation `{u.conversation_id}` {what}; not judged",
               file=sys.stderr)
 
@@ -345,19 +358,23 @@ def _warn_unmatched(report: Report) -> None:
 def _check_or_watch(args: argparse.Namespace) -> int:
     scenarios = _load(args.scenarios)
     source = "<stdin>" if args.events == "-" else args.events
-    evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window)
+    recorded = load_results(args.results) if args.results else {}
+    evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window,
+                          assignments={cid: run.scenario for cid, run in recorded.items()})
     if args.state:
         saved = read_checkpoint(args.state)
         if saved is not None:
             evaluator.restore(saved)
             print(f"mantle-stream: resuming from {args.state}", file=sys.stderr)
     session = _Session(args, evaluator, live=args.command == "watch", source=args.events)
+    session.recorded = recorded
 
     async def go() -> tuple[RunOutcome, Runner]:
         runner = Runner(evaluator, fail_fast=args.fail_fast, idle_timeout=args.idle_timeout,
                         linger=args.linger, on_decisions=session.on_decisions,
                         skip_bad_events=args.on_bad_event == "skip", on_bad=session.on_bad,
-                        state_path=args.state, state_interval=args.state_interval)
+                        state_path=args.state, state_interval=args.state_interval,
+                        gap_timeout=args.gap_timeout)
         try:
             feed_cm = open_feed(args.events, token=args.token or None,
                                 allow_remote=args.listen_remote,
@@ -380,9 +397,15 @@ def _check_or_watch(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from mantle_stream._demo import DemoStats, demo_conversations, demo_scenarios, simulate
+    from mantle_stream._demo import (
+        DemoStats,
+        demo_assignments,
+        demo_conversations,
+        demo_scenarios,
+        simulate,
+    )
 
-    evaluator = Evaluator(demo_scenarios(), source="demo")
+    evaluator = Evaluator(demo_scenarios(), source="demo", assignments=demo_assignments())
     session = _Session(args, evaluator, live=True, source="demo simulator")
     stats = DemoStats()
 

@@ -1,7 +1,8 @@
 """``mantle-stream demo``: an embedded simulator streaming into the live view.
 
-An edge module. It replays the bundled example conversations (the same data
-as ``examples/eval/``) the way a Mantle simulator would: several
+An edge module. It replays the bundled example conversations (the package's
+``_demo_data`` is ``examples/eval/`` itself, one copy: ProtoJSON event files
+and a flat tracker document) the way a Mantle simulator would: several
 conversations at once over real loopback TCP connections, with believable
 pacing (users take a while to type, tools return quickly), reading the
 evaluator's stop messages on the same connection. When a conversation is
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -22,24 +22,33 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
+from mantle_stream._flat import document_lines
+from mantle_stream._results import load_results
 from mantle_stream._scenario import Scenario, load_scenario_text
 
-__all__ = ["DemoConversation", "DemoStats", "demo_conversations", "demo_scenarios", "simulate"]
+__all__ = ["DemoConversation", "DemoStats", "demo_assignments", "demo_conversations",
+           "demo_scenarios", "simulate"]
 
 #: Seconds before an event of each kind is "recorded", at speed 1.
 PACE = {"user": 0.7, "bot": 0.3, "tool_executed": 0.15}
 OTHER_PACE = 0.05
 
 
-def _data() -> list[Path]:
-    root = resources.files("mantle_stream") / "_demo_data"
-    return sorted(Path(str(p)) for p in root.iterdir())
+def _data(folder: str, suffix: str) -> list[Path]:
+    root = Path(str(resources.files("mantle_stream") / "_demo_data" / folder))
+    return sorted(p for p in root.iterdir() if p.suffix == suffix)
 
 
 def demo_scenarios() -> list[Scenario]:
     """The bundled example scenarios."""
     return [load_scenario_text(p.read_text(encoding="utf-8"), f"demo/{p.name}")
-            for p in _data() if p.suffix == ".yml"]
+            for p in _data("scenarios", ".yml")]
+
+
+def demo_assignments() -> dict[str, str]:
+    """Which scenario each bundled conversation ran: from its evaluate_agent results folder."""
+    root = resources.files("mantle_stream") / "_demo_data" / "results"
+    return {cid: run.scenario for cid, run in load_results(str(root)).items()}
 
 
 @dataclass
@@ -54,12 +63,13 @@ class DemoConversation:
 
 
 def demo_conversations() -> list[DemoConversation]:
-    """Every bundled conversation, in file order, as raw lines."""
+    """Every bundled conversation, in file order, as raw lines (a tracker document's
+    events as flat lines, each with the document's ``sender_id``)."""
     out: dict[str, DemoConversation] = {}
-    for path in _data():
-        if path.suffix != ".jsonl":
-            continue
-        for raw in path.read_bytes().splitlines():
+    sources = [p.read_bytes() for p in _data("events", ".jsonl") if p.name != "all.jsonl"]
+    sources += [document_lines(p.read_bytes(), str(p))[1] for p in _data("trackers", ".json")]
+    for data in sources:
+        for raw in data.splitlines():
             if not raw.strip():
                 continue
             row = json.loads(raw)
@@ -76,19 +86,19 @@ def demo_conversations() -> list[DemoConversation]:
 class DemoStats:
     """What the simulated clients did; read by the CLI for its closing line."""
 
-    sent: int = 0
     saved_events: int = 0
     saved_turns: int = 0
     stopped: list[str] = field(default_factory=list)
 
 
 def _ending_line(conv: DemoConversation, sent: int) -> bytes:
-    """A ``session_ended`` right after the last event the client sent."""
+    """A ``session_ended`` right after the last event the client sent, as Mantle writes it."""
     last = json.loads(conv.lines[sent - 1])
-    ending = {"conversation_id": conv.conversation_id,
-              "sequence": int(last.get("sequence", sent - 1)) + 1,
-              "event_id": f"{conv.conversation_id}-stopped",
-              "metadata": last.get("metadata", {}), "session_ended": {}}
+    sequence = last.get("sequence")
+    ending = {"conversation_id": conv.conversation_id, "timestamp": last.get("timestamp"),
+              "metadata": None, "event_id": f"{conv.conversation_id}-stopped",
+              "sequence": sent if sequence is None else sequence + 1, "session_ended": {},
+              "user_id": None, "deployment_environment": None, "session_id": None}
     return json.dumps(ending).encode() + b"\n"
 
 
@@ -120,7 +130,6 @@ async def _client(host: str, port: int, conv: DemoConversation, speed: float,
                 break
             await stream.send(line)
             sent += 1
-            stats.sent += 1
             if sent == len(conv.lines):
                 break
         if stopped.is_set() and sent < len(conv.lines):
@@ -132,8 +141,8 @@ async def _client(host: str, port: int, conv: DemoConversation, speed: float,
 
 
 async def simulate(address: str, conversations: list[DemoConversation], *, speed: float = 1.0,
-                   concurrency: int = 5, seed: int = 11, stats: DemoStats | None = None,
-                   on_done: Callable[[], object] | None = None) -> DemoStats:
+                   concurrency: int = 5, seed: int = 11,
+                   stats: DemoStats | None = None) -> DemoStats:
     """Play ``conversations`` against a ``tcp://host:port`` listener, a few at a time."""
     host, _, port = address.removeprefix("tcp://").rpartition(":")
     stats = stats if stats is not None else DemoStats()
@@ -148,6 +157,4 @@ async def simulate(address: str, conversations: list[DemoConversation], *, speed
     async with anyio.create_task_group() as tg:
         for i, conv in enumerate(conversations):
             tg.start_soon(one, conv, i * 0.4 / speed)
-    if on_done is not None:
-        on_done()
     return stats

@@ -48,7 +48,8 @@ from mantle_stream._verdicts import (
     Verdict,
 )
 
-__all__ = ["Checkpoint", "ConversationState", "Evaluator", "UnmatchedConversation"]
+__all__ = ["DEFAULT_REORDER_WINDOW", "Checkpoint", "ConversationState", "Evaluator",
+           "UnmatchedConversation"]
 
 #: Events kept for a conversation that has not yet named its scenario.
 MAX_UNNAMED_BUFFER = 1000

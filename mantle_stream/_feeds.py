@@ -87,8 +87,9 @@ from anyio.abc import ByteStream, TaskGroup
 from anyio.from_thread import BlockingPortal
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from mantle_stream._errors import FeedError
+from mantle_stream._errors import EventError, FeedError
 from mantle_stream._events import count_lines
+from mantle_stream._flat import document_lines, is_document
 from mantle_stream._sources import CHUNK_BYTES, READ_BYTES, LineChunker, split_lines
 
 __all__ = ["Chunk", "Feed", "Peer", "open_feed"]
@@ -161,11 +162,18 @@ class Peer:
 
 
 class Chunk(NamedTuple):
-    """One or more complete lines, each ending in ``b"\\n"``, from one source."""
+    """One or more complete lines, each ending in ``b"\\n"``, from one source.
+
+    ``source`` names where the lines came from when that is not the feed
+    itself (one file of a directory); ``ends`` is the conversation a tracker
+    document holds, which ends with the document.
+    """
 
     data: bytes
     peer: Peer | None
     first_line: int
+    source: str | None = None
+    ends: str | None = None
 
 
 class _Gone:
@@ -390,9 +398,27 @@ class _Invalid(Feed):
 
 
 async def _put(send: MemoryObjectSendStream[_Item], pieces: list[tuple[bytes, int]],
-               peer: Peer | None) -> None:
+               peer: Peer | None, source: str | None = None) -> None:
     for data, first in pieces:
-        await send.send(Chunk(data, peer, first))
+        await send.send(Chunk(data, peer, first, source))
+
+
+#: Files read from a directory source: JSON lines and tracker documents.
+EVENT_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".log")
+#: The largest tracker document read (it is read whole).
+MAX_DOCUMENT_BYTES = 256 << 20
+
+
+def _document_chunk(data: bytes, name: str) -> Chunk:
+    """A whole tracker document as one chunk of JSON lines that ends its conversation."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise FeedError(f"`{name}` is a tracker document of {len(data)} bytes, more than the "
+                        f"{MAX_DOCUMENT_BYTES}-byte limit")
+    try:
+        cid, lines = document_lines(data, name)
+    except EventError as exc:
+        raise FeedError(str(exc)) from None
+    return Chunk(lines, None, 1, f"{name}#events", cid)
 
 
 def _reason(exc: OSError) -> str:
@@ -400,14 +426,20 @@ def _reason(exc: OSError) -> str:
 
 
 class _FileFeed(Feed):
-    """A plain file, or standard input when ``path`` is None; ends at end of file."""
+    """A file, a directory of files, or standard input when ``path`` is None.
+
+    Each file (and standard input) holds JSON lines, or one tracker document
+    (told apart by its first bytes, see :func:`~mantle_stream._flat.is_document`).
+    A directory's ``*.json``, ``*.jsonl``, ``*.ndjson`` and ``*.log`` files are
+    read in name order. Ends at the end of the last file.
+    """
 
     def __init__(self, path: str | None, stdin: BinaryIO | None, *, max_line_bytes: int) -> None:
         super().__init__("<stdin>" if path is None else path, live=False,
                          max_line_bytes=max_line_bytes)
         self._path = path
         self._stdin = stdin
-        self._file: BinaryIO | None = None
+        self._files: list[str] | None = None  # a directory's files, in order
 
     async def _open(self) -> None:
         if self._path is None:
@@ -416,26 +448,60 @@ class _FileFeed(Feed):
                     raise FeedError("cannot read events from `-`: there is no standard input")
                 self._stdin = sys.stdin.buffer
             return
+        path = self._path
+        if os.path.isdir(path):
+            try:
+                names = sorted(os.listdir(path))
+            except OSError as exc:
+                raise FeedError(f"cannot read events from `{path}`: {_reason(exc)}") from None
+            self._files = [os.path.join(path, n) for n in names
+                           if n.endswith(EVENT_FILE_SUFFIXES) and not n.startswith(".")
+                           and os.path.isfile(os.path.join(path, n))]
+            if not self._files:
+                raise FeedError(f"no event files in directory `{path}` (expected "
+                                f"{', '.join('*' + s for s in EVENT_FILE_SUFFIXES)})")
+            return
         try:
-            self._file = await anyio.to_thread.run_sync(open, self._path, "rb")
+            (await anyio.to_thread.run_sync(open, path, "rb")).close()
         except OSError as exc:
-            raise FeedError(f"cannot read events from `{self._path}`: {_reason(exc)}") from None
+            raise FeedError(f"cannot read events from `{path}`: {_reason(exc)}") from None
 
     async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
-        lines = _Lines(self._max_line_bytes)
         with send:
-            try:
-                if self._file is None:
-                    await self._read_stdin(send, lines)
-                else:
-                    read = _read_function(self._file)
-                    while data := await anyio.to_thread.run_sync(read, self._read_size):
-                        self._touch()
-                        await _put(send, lines.feed(data), None)
-            except OSError as exc:
-                self._error = FeedError(f"cannot read events from `{self.name}`: {_reason(exc)}")
+            if self._path is None:
+                try:
+                    await self._read_stdin(send, _Lines(self._max_line_bytes))
+                except OSError as exc:
+                    self._error = FeedError(
+                        f"cannot read events from `{self.name}`: {_reason(exc)}")
                 return
-            await _put(send, lines.finish(), None)
+            files = self._files or [self._path]
+            several = self._files is not None
+            for name in files:
+                try:
+                    with open(name, "rb") as file:
+                        await self._read_file(send, file, name if several else None)
+                except OSError as exc:
+                    self._error = FeedError(f"cannot read events from `{name}`: {_reason(exc)}")
+                    return
+                except FeedError as exc:
+                    self._error = exc
+                    return
+
+    async def _read_file(self, send: MemoryObjectSendStream[_Item], file: BinaryIO,
+                         source: str | None) -> None:
+        lines = _Lines(self._max_line_bytes)
+        read = _read_function(file)
+        first = True
+        while data := await anyio.to_thread.run_sync(read, self._read_size):
+            self._touch()
+            if first and is_document(data):
+                rest = await anyio.to_thread.run_sync(file.read, MAX_DOCUMENT_BYTES)
+                await send.send(_document_chunk(data + rest, source or self.name))
+                return
+            first = False
+            await _put(send, lines.feed(data), None, source)
+        await _put(send, lines.finish(), None, source)
 
     async def _read_stdin(self, send: MemoryObjectSendStream[_Item], lines: _Lines) -> None:
         # A read of standard input can block for as long as the writer likes
@@ -451,19 +517,29 @@ class _FileFeed(Feed):
                                  args=(_stdin_read_function(self._stdin), self._read_size,
                                        portal, blocks),
                                  daemon=True).start()
+                document: list[bytes] | None = None  # standard input holds one document
+                first = True
                 while data := await arrived.receive():
                     if isinstance(data, Exception):
                         failed = data  # raised below: the portal would wrap it in a group
                         break
                     self._touch()
-                    await _put(send, lines.feed(data), None)
+                    if first:
+                        first = False
+                        document = [] if is_document(data) else None
+                    if document is not None:
+                        document.append(data)
+                    else:
+                        await _put(send, lines.feed(data), None)
+                if document is not None and failed is None:
+                    try:
+                        await send.send(_document_chunk(b"".join(document), self.name))
+                    except FeedError as exc:
+                        self._error = exc
+                    return
         if failed is not None:
             raise failed
-
-    async def _close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        await _put(send, lines.finish(), None)
 
 
 def _read_function(source: BinaryIO) -> Callable[[int], bytes]:

@@ -168,7 +168,7 @@ def _clock(seconds: float) -> str:
 
 
 def _tally(verdicts: Iterable[str]) -> dict[str, int]:
-    counts = {"pending": 0, "passed": 0, "failed": 0}
+    counts = {"pending": 0, "passed": 0, "failed": 0, "skipped": 0}
     for verdict in verdicts:
         counts[verdict] = counts.get(verdict, 0) + 1
     return counts
@@ -463,24 +463,32 @@ def _decided_of(conv: ConversationResult) -> str:
 
 
 def _strip(assertions: tuple[AssertionResult, ...], cells: int) -> Text:
-    """One glyph per assertion, ``✔`` then ``✘`` then ``·``; past ``cells``, a bar.
+    """One glyph per assertion, ``✔`` then ``✘`` then ``-`` (skipped) then ``·``.
 
-    Scaled down, every failure keeps its own ``✘`` while there is room (they are
-    what a watcher counts), and passed and pending share the rest in proportion,
-    each keeping one glyph if it occurs at all.
+    Past ``cells``, a bar: every failure keeps its own ``✘`` while there is
+    room (they are what a watcher counts), and passed and the rest (skipped,
+    pending) share the remainder in proportion, each keeping one glyph if it
+    occurs at all.
     """
     counts = _tally(a.verdict for a in assertions)
-    passed, failed, pending = counts["passed"], counts["failed"], counts["pending"]
+    passed, failed = counts["passed"], counts["failed"]
+    skipped, pending = counts.get("skipped", 0), counts["pending"]
     if len(assertions) > cells:
-        failed = min(failed, cells - (passed > 0) - (pending > 0))
+        rest = skipped + pending
+        failed = min(failed, cells - (passed > 0) - (rest > 0))
         room = cells - failed
-        if passed + pending:
-            share = int(room * passed / (passed + pending) + 0.5)
-            passed = max(min(share, room - (pending > 0)), 1 if passed else 0)
-            pending = room - passed
+        if passed + rest:
+            share = int(room * passed / (passed + rest) + 0.5)
+            passed = max(min(share, room - (rest > 0)), 1 if passed else 0)
+            left = room - passed
+            if rest:
+                skipped = min(max(int(left * skipped / rest + 0.5), 1 if skipped else 0),
+                              left - (pending > 0))
+            pending = left - skipped
     text = Text(no_wrap=True)
     text.append("✔" * passed, style="green")
     text.append("✘" * failed, style="bold red")
+    text.append("-" * skipped, style="dim")
     text.append("·" * pending, style="dim")
     return text
 

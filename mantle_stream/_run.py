@@ -12,6 +12,9 @@ live run has:
 * **fail-fast** for the whole run;
 * **idle timeout**: a conversation with no event for ``idle_timeout`` seconds
   is finished (its pending assertions resolve, ``decided_at`` null);
+* **gap timeout**: a conversation whose events have waited ``gap_timeout``
+  seconds for a missing earlier ``sequence`` applies them across the gap (the
+  engine reads no clock, so the runner keeps the time);
 * **end of a live feed**: ``follow:`` and socket feeds never end by
   themselves; the run ends once every conversation seen has ended, no client
   is connected and nothing has arrived for ``linger`` seconds (``linger=None``
@@ -36,9 +39,13 @@ from mantle_stream._feeds import Chunk, Feed, open_feed
 from mantle_stream._outputs import remove_checkpoint, write_checkpoint
 from mantle_stream._verdicts import Decision
 
-__all__ = ["RunOutcome", "Runner", "StopAssertion", "StopMessage", "run_feed"]
+__all__ = ["DEFAULT_GAP_TIMEOUT", "RunOutcome", "Runner", "StopAssertion", "StopMessage",
+           "run_feed"]
 
 Ending = Literal["end-of-input", "ended", "fail-fast", "cancelled", "bad-event"]
+
+#: Seconds a conversation's events wait for a missing earlier sequence.
+DEFAULT_GAP_TIMEOUT = 5.0
 
 
 class StopAssertion(msgspec.Struct, frozen=True):
@@ -85,8 +92,11 @@ class Runner:
                  on_stop: Callable[[StopMessage], object] | None = None,
                  on_bad: Callable[[EventError], object] | None = None,
                  skip_bad_events: bool = False, state_path: str | None = None,
-                 state_interval: float = 1.0) -> None:
+                 state_interval: float = 1.0, gap_timeout: float = DEFAULT_GAP_TIMEOUT) -> None:
+        if gap_timeout <= 0:
+            raise ValueError(f"gap_timeout must be positive, not {gap_timeout!r}")
         self.evaluator = evaluator
+        self.gap_timeout = gap_timeout
         self.on_bad = on_bad
         self.skip_bad_events = skip_bad_events
         self.state_path = state_path
@@ -139,8 +149,8 @@ class Runner:
         with anyio.CancelScope() as scope:
             self._scope = scope
             async with anyio.create_task_group() as tg:
-                if feed.live or self.idle_timeout is not None or self.state_path:
-                    tg.start_soon(self._watchdog, feed)
+                # Always: a pipe may be a live simulator too, with gaps to time out.
+                tg.start_soon(self._watchdog, feed)
                 try:
                     await self._consume(feed)
                 except EventError as exc:  # strict policy: stop, keep what was judged
@@ -170,7 +180,10 @@ class Runner:
             peer = chunk.peer
             decisions = evaluator.push_chunk(
                 chunk.data, stop_at_failure=self.fail_fast, on_bad=on_bad,
-                first_line=chunk.first_line, source=None if peer is None else peer.name)
+                first_line=chunk.first_line,
+                source=chunk.source if peer is None else peer.name)
+            if chunk.ends is not None and evaluator.is_open(chunk.ends):
+                decisions += evaluator.finish(chunk.ends)  # a tracker document: all of it
             if decisions:
                 await self._handle(decisions, chunk)
                 if self.fail_fast and any(d.verdict == "failed" for d in decisions):
@@ -184,7 +197,7 @@ class Runner:
 
     async def _handle(self, decisions: list[Decision], chunk: Chunk | None) -> None:
         self._emit(decisions)
-        for message in self._settled(decisions):
+        for message in self._settled(decisions, chunk):
             if chunk is not None and chunk.peer is not None:
                 await chunk.peer.send(_encode(message))
 
@@ -195,7 +208,7 @@ class Runner:
         if self.on_decisions is not None:
             self.on_decisions(decisions)
 
-    def _settled(self, decisions: list[Decision]) -> list[StopMessage]:
+    def _settled(self, decisions: list[Decision], chunk: Chunk | None) -> list[StopMessage]:
         """Stop messages for conversations this batch settled before their end."""
         evaluator = self.evaluator
         messages = []
@@ -206,13 +219,16 @@ class Runner:
             if kept is None or kept.verdict != "failed":
                 seen[d.conversation_id] = d
         for cid, decision in seen.items():
-            # A conversation that ended by itself has nothing left to save.
+            # A conversation that ended by itself has nothing left to save; one
+            # from a file or pipe has no simulator to tell.
             if (cid in self._notified or not evaluator.is_open(cid)
-                    or not evaluator.is_settled(cid)):
+                    or not evaluator.is_settled(cid)
+                    or (self.on_stop is None and (chunk is None or chunk.peer is None))):
                 continue
             result = evaluator.result(cid)
             self._notified.add(cid)
             self.stopped_early.append(cid)
+            evaluator.stop(cid)  # what is still pending will be skipped, not judged
             # Settled now, so this batch holds the first failure, or (all passed)
             # the last decision.
             message = StopMessage(
@@ -228,17 +244,26 @@ class Runner:
     async def _watchdog(self, feed: Feed) -> None:
         """Idle conversations, the rate window, and the end of a live feed."""
         evaluator = self.evaluator
-        tick = 0.1 if self.idle_timeout is None else min(0.1, self.idle_timeout / 4)
+        tick = min(0.1, self.gap_timeout / 4)
+        if self.idle_timeout is not None:
+            tick = min(tick, self.idle_timeout / 4)
         last_seen: dict[str, tuple[int, float]] = {}
+        waiting: dict[str, float] = {}  # conversations holding events, since when
         saved = anyio.current_time()
         while True:
             await anyio.sleep(tick)
             now = anyio.current_time()
             stats = evaluator.statistics()
             self._rate.append((now, stats.events))
-            if stats.held and now - feed.last_activity >= tick:
-                # The feed went quiet: a missing sequence is not coming soon.
-                await self._handle(evaluator.release_held(), None)
+            if stats.held or waiting:
+                holding = evaluator.holding()
+                waiting = {cid: waiting.get(cid, now) for cid in holding}
+                for cid, since in list(waiting.items()):
+                    if now - since >= self.gap_timeout:
+                        # A missing sequence that has not come in this long is
+                        # given up on (counted as a gap; it is late if it comes).
+                        del waiting[cid]
+                        await self._handle(evaluator.release_held(cid), None)
             if self.state_path is not None and now - saved >= self.state_interval:
                 write_checkpoint(self.state_path, evaluator.checkpoint())
                 saved = now

@@ -15,7 +15,8 @@ from mantle_stream._report import Report
 __all__ = ["MARKS", "ReportTable", "verdict_text"]
 
 MARKS = {"passed": ("✔ passed", "green"), "failed": ("✘ failed", "bold red"),
-         "pending": ("… pending", "yellow")}
+         "pending": ("… pending", "yellow"), "skipped": ("- skipped", "dim"),
+         "errored": ("! errored", "magenta")}
 
 
 def verdict_text(verdict: str) -> Text:
@@ -44,12 +45,19 @@ class ReportTable:
             table.add_column("at", justify="right", no_wrap=True)
             table.add_column("reason", overflow="fold")
             for a in conv.assertions:
-                table.add_row(str(a.index), a.kind, verdict_text(a.verdict),
-                              "end" if a.decided_at is None else str(a.decided_at), a.reason)
+                at = "—" if a.verdict in ("skipped", "pending") else \
+                    "end" if a.decided_at is None else str(a.decided_at)
+                table.add_row(str(a.index), a.kind, verdict_text(a.verdict), at, a.reason)
             parts.append(table)
+            if conv.recorded is not None:
+                for d in conv.recorded.differences:
+                    parts.append(Text(
+                        f"  #{d.index} {d.kind}: {d.verdict} here, {d.recorded} in "
+                        f"evaluate_agent's {conv.recorded.file} (see Divergences in "
+                        "docs/semantics.md)", style="yellow"))
         for u in self.report.unmatched:
             named = f"scenario `{u.scenario}` is not loaded" if u.scenario else \
-                "its events name no scenario (metadata.scenario)"
+                "no results file or metadata names its scenario"
             parts.append(Text(f"not judged: {u.conversation_id} ({u.events} events): {named}",
                               style="yellow"))
         s = self.report.summary
@@ -57,5 +65,8 @@ class ReportTable:
             f"{s.conversations} conversations: ", (f"{s.passed} passed", "green"), ", ",
             (f"{s.failed} failed", "bold red" if s.failed else ""),
             f"; {s.assertions} assertions",
+            f", {s.skipped} skipped (stopped early)" if s.skipped else "",
+            (f"; {s.recorded_differences} differ from evaluate_agent's recorded verdicts"
+             if s.recorded_differences else "", "yellow"),
         ))
         yield Group(*parts)
