@@ -39,12 +39,14 @@ from mantle_stream import _machines
 from mantle_stream._compiler import compile_assertion
 from mantle_stream._events import (
     PAYLOAD_TYPES,
-    Bot,
     MemoryCleared,
     MemorySet,
     OrderedBlockEvent,
     SkillEvent,
+    Skipped,
     ToolExecuted,
+    User,
+    metadata_field,
     single_payload,
 )
 
@@ -61,8 +63,8 @@ _parse = msgspec.json.Decoder().decode
 #: The attribute an assertion's route key is compared with, per payload kind
 #: (the same keys the compiler indexes by; None: routed by kind alone).
 _KEY_ATTR: dict[str, str | None] = {
-    kind: ("utter_name" if cls is Bot else "tool_name" if cls is ToolExecuted
-           else "name" if cls in (MemorySet, MemoryCleared)
+    kind: ("tool_name" if cls is ToolExecuted
+           else "key" if cls in (MemorySet, MemoryCleared)
            else "skill_id" if issubclass(cls, (SkillEvent, OrderedBlockEvent)) else None)
     for kind, cls in PAYLOAD_TYPES.items()
 }
@@ -83,33 +85,50 @@ def _checks(scenario: ms.Scenario) -> list[_Check]:
     return [_Check(a) for a in scenario.assertions]
 
 
-def prepare(event: ms.Event, position: int, turn: int) -> Prepared:
+def prepare(event: ms.Event, position: int, turn: int) -> Prepared | None:
     """Payload, parsed value, route key, seq: what every judge needs of an event.
 
-    ``turn`` is the user turn the conversation is in after this event.
+    ``turn`` is the user turn the conversation is in after this event. None for
+    a kind no check reads.
     """
     payload = single_payload(event)
     if payload is None:
         raise ValueError(f"not exactly one payload: {event!r}")
+    if type(payload) is Skipped:
+        return None
     kind = payload.kind
     value = None
+    attr = _KEY_ATTR.get(kind)
+    key = None if attr is None else getattr(payload, attr)
     if type(payload) is MemorySet:
         value = _parse(payload.value_json)
     elif type(payload) is ToolExecuted:
-        value = _parse(payload.arguments_json)
-    attr = _KEY_ATTR[kind]
-    seq = event.sequence if event.sequence >= 0 else position
-    return (kind, (kind, None if attr is None else getattr(payload, attr)), payload, value,
-            seq, turn)
+        value = (_parse(payload.arguments_json or "{}"), event.metadata)
+    elif kind == "bot":
+        value = key = metadata_field(event.metadata, "utter_action")
+    seq = event.sequence if event.sequence is not None else position
+    return kind, (kind, key), payload, value, seq, turn
+
+
+def _starts_turn(payload: User) -> bool:
+    text = "" if payload.text is None else payload.text.strip()
+    return bool(text) and not text.startswith("/")
+
+
+def _turns(event: ms.Event) -> bool:
+    """A user message that starts a turn: non-empty stripped text, not a /command."""
+    return event.user is not None and _starts_turn(event.user)
 
 
 def prepare_all(events: list[ms.Event]) -> list[Prepared]:
     history = []
     turn = 0
     for position, event in enumerate(events):
-        if event.user is not None:
+        if _turns(event):
             turn += 1
-        history.append(prepare(event, position, turn))
+        prepared = prepare(event, position, turn)
+        if prepared is not None:
+            history.append(prepared)
     return history
 
 
@@ -123,7 +142,7 @@ def judge(checks: list[_Check], history: list[Prepared], final: bool) -> list[Ve
         verdict: Verdict | None = None
         armed = False
         for kind, pair, payload, value, seq, arg in history:
-            if armed and kind == "user":  # the machine asked to see this user event
+            if armed and kind == "user" and _starts_turn(payload):  # asked to see this one
                 armed = False
                 outcome = step(payload, None, arg)
                 if outcome is not None and outcome is not _ARM:
@@ -188,9 +207,11 @@ class _Conv:
         self.finished = False
 
     def append(self, event: ms.Event) -> None:
-        if event.user is not None:
+        if _turns(event):
             self.turn += 1
-        self.history.append(prepare(event, len(self.history), self.turn))
+        prepared = prepare(event, len(self.history), self.turn)
+        if prepared is not None:
+            self.history.append(prepared)
 
 
 class NaiveLive:

@@ -1,8 +1,11 @@
 """Shared pieces of the benchmarks: a generated scenario and feed, timing, machine facts.
 
 The scenario has 30 assertions covering every assertion kind; the feed is a
-deterministic (seeded) interleaving of realistic conversations. Nothing here
-is imported by the package.
+deterministic (seeded) interleaving of realistic conversations in the wire
+format Mantle writes (ProtoJSON: every unset field null, metadata a JSON
+string), a third of whose events are kinds no check reads (``stack``,
+``action``, ``bot_turn_ended``), as in real traffic. Nothing here is
+imported by the package.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from mantle_stream._sources import CHUNK_BYTES, split_lines
 
 SKILLS = ["card_replace", "transfer", "identity", "balance"]
 TOOLS = ["check_balance", "order_replacement", "check_address", "get_limits", "lookup_payee",
-         "search_knowledge", "set_fields", "complete_skill"]
+         "search_knowledge", "set_fields", "complete", "listen"]
 MEMORY = ["card_replace.replacement_reason", "card_replace.selected_card_id",
           "transfer.amount", "transfer.payee", "project.customer_authenticated",
           "identity.failed_attempts", "card_replace.draft_order_id", "card_replace.fraud_review"]
@@ -72,7 +75,7 @@ def scenario_assertions() -> list[dict[str, Any]]:
                         {"tool_executed": {"tool_name": "order_replacement", "source": "local"}},
                         {"skill_completed": {"skill_id": "card_replace"}}]},
         {"sequencing": [{"skill_activated": {"skill_id": "card_replace"}},
-                        {"bot_uttered": {"utter_name": "utter_confirm"}},
+                        {"tool_executed": {"tool_name": "check_address", "source": "local"}},
                         {"memory_was_cleared": "card_replace.draft_order_id"}]},
         {"skill_activated": {"skill_id": "balance"}},
         {"memory_was_set": [{"name": "project.customer_authenticated", "value": True}]},
@@ -86,69 +89,104 @@ def scenario(extra: list[dict[str, Any]] | None = None) -> ms.Scenario:
     return ms.load_scenario_text(json.dumps(body), "bench.yml")
 
 
-def _payload(rng: random.Random) -> dict[str, Any]:
+#: Share of events of the kinds no check reads, as in real Mantle traffic.
+SKIPPED_SHARE = 1 / 3
+_SKIPPED = [({"stack": {"update": '[{"op": "replace", "path": "/0/step_id", '
+                                  '"value": "collect"}]'}}, None),
+            ({"action": {"name": "action_listen", "policy": None, "confidence": None,
+                         "action_text": None, "hide_rule_turn": False}}, None),
+            ({"bot_turn_ended": {}}, None)]
+
+
+def _meta(**fields: Any) -> str:
+    return json.dumps(fields)
+
+
+def _payload(rng: random.Random, skipped: float,
+             unknown: float) -> tuple[dict[str, Any], str | None]:
+    """One event's payload and envelope metadata (a JSON string or None)."""
+    if rng.random() < unknown:
+        return {"agent_reflection": {"text": "hm", "score": 0.5}}, None
+    if rng.random() < skipped:
+        return rng.choice(_SKIPPED)
     r = rng.random()
     if r < 0.14:
         return {"user": {"text": rng.choice(["my card is damaged", "yes please",
-                                             "how much can I spend?", "thanks, bye"])}}
+                                             "how much can I spend?", "thanks, bye"]),
+                         "parse_data": {}, "input_channel": "rest", "message_id": None,
+                         "anonymized_at": None}}, None
     if r < 0.30:
-        return {"bot": {"text": rng.choice(["Your replacement was ordered.", "Anything else?",
-                                            "Please wait a moment.", "Sure."]),
-                        "utter_name": rng.choice(UTTERS),
-                        "buttons": [{"title": "Yes", "payload": "/affirm"},
-                                    {"title": "No", "payload": "/deny"}]
-                        if rng.random() < 0.2 else []}}
+        buttons = ([{"title": "Yes", "payload": "/affirm"}, {"title": "No", "payload": "/deny"}]
+                   if rng.random() < 0.2 else None)
+        return ({"bot": {"text": rng.choice(["Your replacement was ordered.", "Anything else?",
+                                             "Please wait a moment.", "Sure."]),
+                         "data": {} if buttons is None else {"buttons": buttons},
+                         "anonymized_at": None}},
+                _meta(utter_action=rng.choice(UTTERS)))
     if r < 0.55:
         name = rng.choice(TOOLS)
         mcp = name == "lookup_payee"
-        return {"tool_executed": {
-            "tool_name": name, "source": "mcp" if mcp else "local",
-            "mcp_server": "banking" if mcp else None, "skill_id": rng.choice(SKILLS),
+        error = rng.random() < 0.05
+        return ({"tool_executed": {
+            "tool_name": name,
             "arguments_json": json.dumps({"shipping": rng.choice(["standard", "express"]),
                                           "card_id": "c-123"}),
-            "result_json": '{"ok":true}', "is_error": rng.random() < 0.05}}
+            "source": "mcp" if mcp else "local", "result_json": '{"ok": true}',
+            "is_error": error, "error_message": "timeout" if error else None,
+            "mcp_server": "banking" if mcp else None}},
+            _meta(skill_id=rng.choice(SKILLS)))
     if r < 0.72:
         value = rng.choice(["damaged", "lost", 250, "250", True, 3, {"a": 1}])
-        return {"memory_set": {"name": rng.choice(MEMORY), "value_json": json.dumps(value)}}
+        return {"memory_set": {"key": rng.choice(MEMORY), "value_json": json.dumps(value),
+                               "anonymized_at": None}}, None
     if r < 0.76:
-        return {"memory_cleared": {"name": rng.choice(MEMORY)}}
+        return {"memory_cleared": {"key": rng.choice(MEMORY)}}, None
     if r < 0.88:
         kind = rng.choice(["skill_activated", "skill_completed", "skill_interrupted",
                            "skill_resumed", "skill_cancelled"])
         body: dict[str, Any] = {"skill_id": rng.choice(SKILLS)}
         if kind in ("skill_interrupted", "skill_resumed", "skill_cancelled"):
             body["step_id"] = rng.choice(["autonomous", "confirm"])
-        return {kind: body}
+        return {kind: body}, None
     kind = rng.choice(["ordered_block_entered", "ordered_block_completed",
                        "ordered_block_interrupted", "ordered_block_resumed",
                        "ordered_block_cancelled"])
     body = {"skill_id": rng.choice(SKILLS), "block_id": rng.choice(["main", "verify"])}
     if kind != "ordered_block_entered":
         body["step_id"] = rng.choice(["confirm", "collect"])
-    return {kind: body}
+    return {kind: body}, None
 
 
-def conversation_lines(cid: str, n_events: int, rng: random.Random) -> Iterator[bytes]:
-    """One conversation: session_started, n-2 realistic events, session_ended."""
-    base = {"conversation_id": cid, "timestamp": "2026-12-02T10:00:00Z",
-            "user_id": "u-1", "deployment_environment": "test"}
+def conversation_lines(cid: str, n_events: int, rng: random.Random, *,
+                       skipped: float = SKIPPED_SHARE, unknown: float = 0.0) -> Iterator[bytes]:
+    """One conversation: session_started, n-2 events, session_ended, as Mantle writes them.
+
+    ``skipped`` is the share of events of kinds no check reads, ``unknown`` the
+    share of a kind this version does not know (a newer engine's).
+    """
     for seq in range(n_events):
+        metadata: str | None = None
         if seq == 0:
             payload: dict[str, Any] = {"session_started": {}}
         elif seq == n_events - 1:
             payload = {"session_ended": {}}
         else:
-            payload = _payload(rng)
-        yield json.dumps({**base, "sequence": seq, "event_id": f"{cid}-{seq}", **payload},
-                         separators=(",", ":")).encode()
+            payload, metadata = _payload(rng, skipped, unknown)
+        row = {"conversation_id": cid, "timestamp": 1767261600.0 + seq * 0.37,
+               "metadata": metadata, "event_id": f"0199f0c2-7a10-7000-8000-{seq:012x}",
+               "sequence": seq, **payload, "user_id": None, "deployment_environment": None,
+               "session_id": None}
+        yield json.dumps(row, separators=(",", ":")).encode()
 
 
-def feed(conversations: int, events: int, *, interleave: int = 50, seed: int = 7) -> bytes:
+def feed(conversations: int, events: int, *, interleave: int = 50, seed: int = 7,
+         skipped: float = SKIPPED_SHARE, unknown: float = 0.0) -> bytes:
     """``conversations`` × ``events`` lines; ``interleave`` conversations run at once."""
     rng = random.Random(seed)
     lines: list[bytes] = []
     for start in range(0, conversations, interleave):
-        streams = [conversation_lines(f"conv-{i}", events, rng)
+        streams = [conversation_lines(f"sim-{i:08x}-0000-4000-8000-000000000000", events, rng,
+                                      skipped=skipped, unknown=unknown)
                    for i in range(start, min(start + interleave, conversations))]
         while streams:
             for stream in list(streams):

@@ -24,8 +24,12 @@ from mantle_stream._feeds import open_feed
 from _common import machine
 
 
-def line(cid: str, seq: int, **payload: object) -> bytes:
-    return json.dumps({"conversation_id": cid, "sequence": seq, **payload}).encode() + b"\n"
+def line(cid: str, seq: int, metadata: str | None = None, **payload: object) -> bytes:
+    """A ProtoJSON line as Mantle writes it (unset fields null)."""
+    return json.dumps({"conversation_id": cid, "timestamp": 1767261600.0 + seq,
+                       "metadata": metadata, "event_id": f"{cid}-{seq}", "sequence": seq,
+                       **payload, "user_id": None, "deployment_environment": None,
+                       "session_id": None}).encode() + b"\n"
 
 
 async def client(host: str, port: int, name: str, n: int, samples: list[float]) -> None:
@@ -35,10 +39,10 @@ async def client(host: str, port: int, name: str, n: int, samples: list[float]) 
             cid = f"{name}-{i}"
             await stream.send(line(cid, 0, user={"text": "hi"})
                               + line(cid, 1, skill_activated={"skill_id": "card_replace"})
-                              + line(cid, 2, memory_set={"name": "a.b", "value_json": "5"}))
+                              + line(cid, 2, memory_set={"key": "a.b", "value_json": "5"}))
             start = time.perf_counter()
-            await stream.send(line(cid, 3, bot={"text": "sorry", "utter_name":
-                                                "utter_cannot_help"}))
+            await stream.send(line(cid, 3, json.dumps({"utter_action": "utter_cannot_help"}),
+                                   bot={"text": "sorry", "data": {}}))
             while True:
                 while b"\n" not in buffer:
                     buffer += await stream.receive()

@@ -46,21 +46,27 @@ from typing import Any
 import mantle_stream as ms
 
 from _baselines import PostHoc
-from _common import _payload, machine, scenario
+from _common import SKIPPED_SHARE, _payload, machine, scenario
 
 CHUNK = 64 * 1024
-_LINE = (b'{"conversation_id":"%s","timestamp":"2026-12-02T10:00:00Z","user_id":"u-1",'
-         b'"deployment_environment":"test","sequence":%d,"event_id":"%s-%d",%s}\n')
+_LINE = (b'{"conversation_id":"%s","timestamp":1767261600.25,"metadata":%s,'
+         b'"sequence":%d,"event_id":"%s-%d",%s,"user_id":null,"deployment_environment":null,'
+         b'"session_id":null}\n')
 
 
-def payload_pool(size: int = 4096, seed: int = 3) -> list[bytes]:
-    """Realistic payloads (``_common``'s mix) as JSON members, drawn from per line."""
+def payload_pool(size: int = 4096, seed: int = 3) -> list[tuple[bytes, bytes]]:
+    """Realistic payloads (``_common``'s mix, in the real format) as (metadata, JSON
+    members) pairs, drawn from per line."""
     rng = random.Random(seed)
-    return [json.dumps(_payload(rng), separators=(",", ":"))[1:-1].encode()
-            for _ in range(size)]
+    pool = []
+    for _ in range(size):
+        payload, metadata = _payload(rng, SKIPPED_SHARE, 0.0)
+        pool.append((json.dumps(metadata).encode(),
+                     json.dumps(payload, separators=(",", ":"))[1:-1].encode()))
+    return pool
 
 
-def lazy_feed(conversations: int, events: int, pool: list[bytes],
+def lazy_feed(conversations: int, events: int, pool: list[tuple[bytes, bytes]],
               seed: int = 5) -> Iterator[bytes]:
     """Chunks of ``conversations`` × ``events`` lines; no conversation ends.
 
@@ -75,9 +81,9 @@ def lazy_feed(conversations: int, events: int, pool: list[bytes],
         for start in range(0, events, 1024):
             batch = rng.choices(pool, k=min(1024, events - start))
             if start == 0:
-                batch[0] = b'"session_started":{}'
-            for seq, payload in enumerate(batch, start):
-                line = _LINE % (cid, seq, cid, seq, payload)
+                batch[0] = (b"null", b'"session_started":{}')
+            for seq, (metadata, payload) in enumerate(batch, start):
+                line = _LINE % (cid, metadata, seq, cid, seq, payload)
                 lines.append(line)
                 size += len(line)
                 if size >= CHUNK:

@@ -4,7 +4,8 @@ Replays a recorded event log as if a simulator were producing it, one
 conversation after another, and stops a conversation as soon as
 mantle_stream says its outcome is settled:
 
-    mantle-stream watch examples/eval/scenarios --events tcp://127.0.0.1:7400 &
+    mantle-stream watch examples/eval/scenarios --events tcp://127.0.0.1:7400 \
+        --results examples/eval/results/2026-12-01T09-00-00 &
     python examples/simulator_client.py 127.0.0.1 7400 examples/eval/events/all.jsonl
 
 Only the standard library: this is the loop to copy into a real simulator.
@@ -54,9 +55,14 @@ def main(host: str, port: int, path: str) -> None:
                 if stop is not None:
                     print(f"{cid}: stopped after {sent} of {len(events)} events: "
                           f"{stop['assertion']['reason']}")
+                    # End it as Mantle would: a session_ended after the last event.
+                    sequence = event.get("sequence")
                     sock.sendall(json.dumps({
-                        "conversation_id": cid, "sequence": int(str(event["sequence"])) + 1,
-                        "metadata": event.get("metadata", {}), "session_ended": {},
+                        "conversation_id": cid, "timestamp": event.get("timestamp"),
+                        "metadata": None, "event_id": None,
+                        "sequence": None if sequence is None else int(str(sequence)) + 1,
+                        "session_ended": {}, "user_id": None, "deployment_environment": None,
+                        "session_id": None,
                     }).encode() + b"\n")
                     break
 

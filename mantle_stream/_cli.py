@@ -135,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
                      description="Judge Mantle scenario assertions while conversations run.")
     parser.add_argument("--version", action="version", version=f"mantle-stream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sources = ("event source: a file, - (standard input), follow:PATH (a file still being "
+    sources = ("event source: a file (JSON lines or a tracker document), a directory of them, "
+               "- (standard input), follow:PATH (a file still being "
                "written), tcp://HOST:PORT or unix:PATH (listen for simulators)")
 
     check = sub.add_parser("check", help="judge an event feed and print a report")

@@ -135,7 +135,8 @@ def _value_of(payload: Payload) -> Any:
     if type(payload) is MemorySet:
         return parse_json_value(payload.value_json, "`memory_set.value_json`")
     tool: ToolExecuted = payload  # type: ignore[assignment]
-    value = parse_json_value(tool.arguments_json or "{}", "`tool_executed.arguments_json`")
+    value = parse_json_value(tool.arguments_json or "{}",  # None or "": no arguments
+                             "`tool_executed.arguments_json`")
     if type(value) is not dict:
         raise EventError("`tool_executed.arguments_json` must hold a JSON object, got "
                          f"{type(value).__name__}")
@@ -455,7 +456,7 @@ class Evaluator:
                     try:  # _value_of() inlined; it words the error when this fails
                         if cls is ToolExecuted:
                             text = payload.arguments_json
-                            value = {} if text is None else parse_json(text)
+                            value = parse_json(text) if text else {}  # None, "": none
                             if type(value) is not dict:
                                 raise ValueError
                             value = (value, event.metadata)
@@ -502,7 +503,8 @@ class Evaluator:
                     if self.reorder_window:
                         self._hold(conv, seq, event, out)
                         continue
-                    conv.last_seq = seq  # no window: gaps are not waited for
+                    self._give_up(conv, conv.last_seq + 1, seq - 1)  # no window: no waiting
+                    conv.last_seq = seq
                 else:
                     conv.last_seq = seq
                     if seq > conv.max_seen:
@@ -652,9 +654,12 @@ class Evaluator:
             del gave_up[0]
 
     def _drop_held(self, conv: _Conversation) -> None:
-        """The conversation ended: events still held came after its end."""
+        """The conversation ended: events still held came after its end (or twice)."""
         if conv.held:
-            self._late += len(conv.held)
+            again = sum(1 for key, _, e in conv.held
+                        if e.sequence is not None and key <= conv.last_seq)
+            self._duplicates += again
+            self._late += len(conv.held) - again
             self._held -= len(conv.held)
         conv.held = None
 
@@ -961,7 +966,9 @@ class Evaluator:
         return _checkpoint_encoder.encode(Checkpoint(
             version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
             conversations=states,
-            events=self._events, late_events=self._late, duplicates=self._duplicates,
+            # Held events were not applied: a re-read counts them again.
+            events=self._events - self._held, late_events=self._late,
+            duplicates=self._duplicates,
             gaps=self._gaps, decisions=self._decisions,
             passed=self._passed, failed=self._failed,
         ))

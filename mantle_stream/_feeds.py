@@ -99,7 +99,7 @@ __all__ = ["Chunk", "Feed", "Peer", "open_feed"]
 _QUEUE_SIZE = 16
 # How much of an overlong line survives, so the error excerpt shows what it was.
 _CUT_KEEP = 200
-_FORMS = "a file, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
+_FORMS = "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
 
 
 class Peer:

@@ -70,7 +70,7 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
     total_failures = 0
     for conv in report.conversations:
         failures = sum(1 for a in conv.assertions if a.verdict == "failed")
-        skipped = sum(1 for a in conv.assertions if a.verdict == "pending")
+        skipped = sum(1 for a in conv.assertions if a.verdict in ("pending", "skipped"))
         total_failures += failures
         suite = ET.SubElement(root, "testsuite", name=conv.conversation_id,
                               tests=str(len(conv.assertions)), failures=str(failures),
@@ -86,6 +86,8 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
                 failure.text = f"{a.reason}\n(decided at {at})"
             elif a.verdict == "pending":
                 ET.SubElement(case, "skipped", message="still pending when the run ended")
+            elif a.verdict == "skipped":
+                ET.SubElement(case, "skipped", message=a.reason)
             else:
                 ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
     root.set("failures", str(total_failures))

@@ -14,6 +14,12 @@ EXAMPLES = ROOT / "examples" / "eval"
 SCENARIOS = EXAMPLES / "scenarios"
 CARD = SCENARIOS / "card_replace_damaged.yml"
 CARD_EVENTS = EXAMPLES / "events" / "card_replace_damaged.jsonl"
+RESULTS = EXAMPLES / "results" / "2026-12-01T09-00-00"
+TRACKER = next((EXAMPLES / "trackers").glob("*.json"))
+# The three card_replace_damaged runs (results/.../card_replace_damaged/run_N.json).
+CARD_OK, CARD_EXPRESS, CARD_SPLIT = (
+    "sim-5588a28d-011b-4f0b-822a-91e1448a99c5", "sim-b4802004-f8c7-4a8d-9d87-921bd4592b53",
+    "sim-3588fc80-d695-48d1-864f-3ad82e8266c2")
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
@@ -25,22 +31,68 @@ def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[s
 
 def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
     proc = run("check", str(SCENARIOS), "--events", str(EXAMPLES / "events" / "all.jsonl"),
-               "--format", "json")
+               "--results", str(RESULTS), "--format", "json")
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
-    assert set(report) == {"conversations", "summary"}
-    assert report["summary"] == {"conversations": 14, "passed": 6, "failed": 8,
-                                 "assertions": 153, "unmatched": 0}
+    assert set(report) == {"conversations", "summary", "warnings"}
+    assert report["summary"] == {"conversations": 13, "passed": 5, "failed": 8,
+                                 "assertions": 143, "unmatched": 0, "recorded_differences": 2}
+    assert report["warnings"] == {"gaps": 1}  # transfer's run 1 skips sequences 38-39
     first = report["conversations"][0]
-    assert set(first) == {"conversation_id", "scenario", "verdict", "events", "assertions"}
+    assert set(first) == {"conversation_id", "scenario", "verdict", "events", "assertions",
+                          "recorded"}
     assert set(first["assertions"][0]) == {"index", "kind", "verdict", "decided_at", "reason"}
     assert proc.stderr == ""
+
+
+def test_results_report_where_evaluate_agents_recorded_verdict_differs() -> None:
+    proc = run("check", str(SCENARIOS), "--events", str(TRACKER), "--results", str(RESULTS),
+               "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    [conv] = json.loads(proc.stdout)["conversations"]
+    assert conv["recorded"] == {
+        "file": str(RESULTS / "identity_check" / "run_3.json"), "run_index": 3,
+        "differences": [{"index": 3, "kind": "bot_uttered", "verdict": "passed",
+                         "recorded": "failed"}]}
+
+
+def test_results_table_names_each_difference() -> None:
+    proc = run("check", str(SCENARIOS), "--events", str(TRACKER), "--results", str(RESULTS))
+    assert proc.returncode == 0, proc.stderr
+    assert "#3 bot_uttered: passed here, failed in evaluate_agent's" in proc.stdout
+    assert "1 differ from evaluate_agent's recorded verdicts" in " ".join(proc.stdout.split())
+
+
+def test_a_directory_of_tracker_documents_is_a_source() -> None:
+    proc = run("check", str(EXAMPLES / "scenarios" / "identity_check.yml"), "--events",
+               str(TRACKER.parent), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["summary"]["conversations"] == 1
+    assert report["warnings"] == {"legacy_rows": {"slot": 1, "flow_started": 1}}
+
+
+def test_a_tracker_document_on_standard_input() -> None:
+    proc = run("check", str(EXAMPLES / "scenarios" / "identity_check.yml"), "--events", "-",
+               "--format", "json", stdin=TRACKER.read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["passed"] == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--results", "/nonexistent"], "--results `/nonexistent` is not a directory"),
+    (["--results", str(EXAMPLES / "scenarios")], "holds no run_*.json files"),
+], ids=["missing", "empty"])
+def test_a_bad_results_folder_is_a_usage_error(args: list[str], message: str) -> None:
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_check_exits_zero_when_every_assertion_passes(tmp_path: Path) -> None:
     ok = tmp_path / "ok.jsonl"
     ok.write_text("".join(line + "\n" for line in CARD_EVENTS.read_text().splitlines()
-                          if '"card-replace-ok-1"' in line))
+                          if CARD_OK in line))
     proc = run("check", str(CARD), "--events", str(ok), "--format", "json")
     assert proc.returncode == 0, proc.stdout
     assert json.loads(proc.stdout)["summary"]["passed"] == 1
@@ -56,7 +108,7 @@ def test_check_reads_standard_input() -> None:
 def test_table_format_shows_every_conversation_and_a_summary() -> None:
     proc = run("check", str(CARD), "--events", str(CARD_EVENTS))
     assert proc.returncode == 1
-    for cid in ("card-replace-ok-1", "card-replace-express-2", "card-replace-split-3"):
+    for cid in (CARD_OK, CARD_EXPRESS, CARD_SPLIT):
         assert cid in proc.stdout
     assert "3 conversations: 1 passed, 2 failed; 36 assertions" in proc.stdout
 
@@ -71,8 +123,7 @@ def test_jsonl_gets_one_line_per_verdict(tmp_path: Path) -> None:
     assert set(lines[0]) == {"conversation_id", "scenario", "index", "kind", "verdict",
                              "decided_at", "reason"}
     assert {(x["conversation_id"], x["index"]) for x in lines} == {
-        (c, i) for c in ("card-replace-ok-1", "card-replace-express-2", "card-replace-split-3")
-        for i in range(12)}
+        (c, i) for c in (CARD_OK, CARD_EXPRESS, CARD_SPLIT) for i in range(12)}
 
 
 def test_fail_fast_stops_at_the_first_failure(tmp_path: Path) -> None:
@@ -91,13 +142,26 @@ def test_several_scenarios_conversation_naming_an_unknown_scenario_is_reported(
     feed = tmp_path / "feed.jsonl"
     feed.write_text(
         CARD_EVENTS.read_text()
-        + '{"conversation_id":"stray","sequence":0,"metadata":{"scenario":"nope"},"user":{}}\n')
+        + '{"conversation_id":"stray","sequence":0,"metadata":"{\\"scenario\\": \\"nope\\"}",'
+          '"user":{"text":"hi"}}\n')
     proc = run("check", str(CARD), str(SCENARIOS / "transfer_mcp.yml"), "--events", str(feed),
-               "--format", "json")
+               "--results", str(RESULTS), "--format", "json")
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["unmatched"] == [{"conversation_id": "stray", "scenario": "nope", "events": 1}]
-    assert "conversation `stray` names scenario `nope`, which is not loaded" in proc.stderr
+    assert "conversation `stray` is a run of scenario `nope`, which is not loaded" in proc.stderr
+
+
+def test_a_custom_simulator_names_the_scenario_in_the_envelope_metadata(tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    meta = json.dumps(json.dumps({"scenario": "transfer_mcp"}))
+    feed.write_text(f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
+                    '"skill_activated":{"skill_id":"transfer_money"}}\n')
+    proc = run("check", str(CARD), str(SCENARIOS / "transfer_mcp.yml"), "--events", str(feed),
+               "--format", "json")
+    report = json.loads(proc.stdout)
+    assert [c["scenario"] for c in report["conversations"]] == [
+        "Customer transfers money to a saved payee"], proc.stderr
 
 
 def test_validate_broken_file_prints_every_problem_with_position_and_exits_2() -> None:

@@ -17,6 +17,9 @@ EXAMPLES = ROOT / "examples" / "eval"
 SCENARIOS = EXAMPLES / "scenarios"
 ALL_EVENTS = EXAMPLES / "events" / "all.jsonl"
 CARD = SCENARIOS / "card_replace_damaged.yml"
+RESULTS = EXAMPLES / "results" / "2026-12-01T09-00-00"
+CARD_EXPRESS = "sim-b4802004-f8c7-4a8d-9d87-921bd4592b53"  # card_replace_damaged/run_2.json
+CHATTY = "sim-3a188352-5157-450b-876a-12793410a273"  # balance_and_limits/run_3.json
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -39,12 +42,12 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 def test_watch_into_a_pipe_prints_one_line_per_verdict_then_the_summary() -> None:
-    proc = run("watch", str(SCENARIOS), "--events", str(ALL_EVENTS))
+    proc = run("watch", str(SCENARIOS), "--events", str(ALL_EVENTS), "--results", str(RESULTS))
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 153 + 1
+    assert len(lines) == 143 + 1
     assert all(" PASSED at " in line or " FAILED at " in line for line in lines[:-1])
-    assert lines[-1].startswith("14 conversations: 6 passed, 8 failed")
+    assert lines[-1].startswith("13 conversations: 5 passed, 8 failed")
 
 
 def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() -> None:
@@ -54,24 +57,24 @@ def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() ->
     summary = next(line for line in out if line.startswith("14 conversations:"))
     assert "6 passed, 8 failed" in summary
     stopped = next(line for line in out if line.startswith("stopped early:"))
-    assert "balance-chatty-3" in stopped  # the long conversation is cut short
+    assert CHATTY in stopped  # the long conversation is cut short
     assert "user turns the simulator did not have to play" in stopped
 
 
 def test_junit_is_well_formed_with_one_case_per_assertion(tmp_path: Path) -> None:
     junit = tmp_path / "report.xml"
     proc = run("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--format", "json",
-               "--junit", str(junit))
+               "--results", str(RESULTS), "--junit", str(junit))
     assert proc.returncode == 1
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
     suites = root.findall("testsuite")
-    assert len(suites) == 14
+    assert len(suites) == 13
     cases = root.findall("testsuite/testcase")
-    assert len(cases) == 153
+    assert len(cases) == 143
     failures = root.findall("testsuite/testcase/failure")
     assert len(failures) == 26 == int(root.get("failures", "-1"))
-    express = next(s for s in suites if s.get("name") == "card-replace-express-2")
+    express = next(s for s in suites if s.get("name") == CARD_EXPRESS)
     failed = {c.get("name"): c.find("failure") for c in express.findall("testcase")}
     tool = failed["#5 tool_executed"]
     assert tool is not None
@@ -83,13 +86,13 @@ def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path
     feed = tmp_path / "live.jsonl"
     out = tmp_path / "verdicts.jsonl"
     lines = (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text().splitlines()
-    first = [x for x in lines if '"card-replace-express-2"' in x]
+    first = [x for x in lines if CARD_EXPRESS in x]
     proc = spawn("watch", str(CARD), "--events", f"follow:{feed}", "--jsonl", str(out),
                  "--linger", "0.5")
     try:
         with feed.open("a") as fh:
-            # Up to the forbidden utterance (sequence 19), not the end of the conversation.
-            for x in first[:20]:
+            # Up to the forbidden utterance (sequence 35), not the end of the conversation.
+            for x in first[:36]:
                 fh.write(x + "\n")
             fh.flush()
             deadline = time.monotonic() + 20
@@ -102,8 +105,8 @@ def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path
                 time.sleep(0.05)
             assert proc.poll() is None, "the run must still be going"
             assert [(d["index"], d["decided_at"]) for d in seen if d["verdict"] == "failed"] \
-                == [(8, 19)]
-            for x in first[20:]:
+                == [(8, 35)]
+            for x in first[36:]:
                 fh.write(x + "\n")
         _, stderr = proc.communicate(timeout=30)
     finally:
@@ -143,7 +146,8 @@ def test_check_over_tcp_reports_listening_address_and_judges_clients() -> None:
 def test_fail_fast_over_standard_input_exits_1_promptly() -> None:
     events = ALL_EVENTS.read_bytes()
     proc = subprocess.run([sys.executable, "-m", "mantle_stream", "check", str(SCENARIOS),
-                           "--events", "-", "--fail-fast", "--format", "json"],
+                           "--events", "-", "--fail-fast", "--format", "json",
+                           "--results", str(RESULTS)],
                           input=events, capture_output=True, cwd=ROOT, timeout=60, check=False)
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
@@ -154,7 +158,7 @@ def test_fail_fast_over_standard_input_exits_1_promptly() -> None:
 
 def test_the_readme_simulator_client_is_stopped_early_over_tcp() -> None:
     proc = spawn("check", str(SCENARIOS), "--events", "tcp://127.0.0.1:0", "--format", "json",
-                 "--linger", "0.5")
+                 "--linger", "0.5", "--results", str(RESULTS))
     try:
         assert proc.stderr is not None
         port = proc.stderr.readline().strip().rsplit(":", 1)[1]
@@ -169,5 +173,11 @@ def test_the_readme_simulator_client_is_stopped_early_over_tcp() -> None:
     report = json.loads(stdout)
     failed = {c["conversation_id"] for c in report["conversations"] if c["verdict"] == "failed"}
     assert stopped and stopped <= failed
-    assert "balance-chatty-3" in stopped
+    assert CHATTY in stopped
+    # What was still pending when a stopped conversation ended was skipped, not judged.
+    skipped = [a for c in report["conversations"] if c["conversation_id"] in stopped
+               for a in c["assertions"] if a["verdict"] == "skipped"]
+    assert skipped and all(a["reason"].startswith("not judged: the conversation was stopped "
+                                                  "early after assertion #") for a in skipped)
+    assert report["summary"]["skipped"] == len(skipped)
     assert proc.returncode == 1

@@ -529,13 +529,14 @@ async def test_unix_feed_replaces_a_stale_socket_serves_clients_and_cleans_up(
 # -- errors and overlong lines ----------------------------------------------
 
 
-FORMS = "a file, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
+FORMS = "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
 
 
 @pytest.mark.parametrize(("spec", "message"), [
     ("{tmp}/missing.jsonl", "cannot read events from `{tmp}/missing.jsonl`: "
                             "No such file or directory"),
-    ("{tmp}", "cannot read events from `{tmp}`: Is a directory"),
+    ("{tmp}", "no event files in directory `{tmp}` (expected *.json, *.jsonl, *.ndjson, "
+              "*.log)"),
     ("follow:{tmp}", "cannot follow `{tmp}`: Is a directory"),
     ("tcp://127.0.0.1", "bad event source `tcp://127.0.0.1`: expected `tcp://HOST:PORT`, "
                         "e.g. `tcp://127.0.0.1:7777`"),

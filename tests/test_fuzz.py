@@ -59,6 +59,7 @@ from hypothesis.control import currently_in_test_context
 
 import mantle_stream as ms
 from mantle_stream._events import MAX_LINE_BYTES, PAYLOAD_TYPES
+from mantle_stream._results import load_results
 
 # As in test_streaming_equals_batch: a failing property makes Hypothesis import
 # libcst, whose DeprecationWarning would become an INTERNALERROR under
@@ -78,6 +79,10 @@ EXAMPLE_LINES: tuple[bytes, ...] = tuple(sorted({
     if line.strip()
 }))
 SCENARIOS = ms.load_scenarios([str(EXAMPLES / "scenarios")])
+# Which scenario each example conversation ran (its evaluate_agent results file),
+# also under the `clean/` ids the resilience properties give them.
+ASSIGNMENTS = {prefix + cid: run.scenario for cid, run in load_results(
+    EXAMPLES / "results" / "2026-12-01T09-00-00").items() for prefix in ("", "clean/")}
 ONE_SCENARIO = next(s for s in SCENARIOS if s.stem == "card_replace_damaged")
 
 # Tuned so the file runs in well under 30 s on a busy 2-core machine.
@@ -94,11 +99,15 @@ KINDS = ["several", "one", *(["reordering"] if HAS_REORDER_WINDOW else [])]
 
 
 def evaluator(kind: str) -> ms.Evaluator:
-    """``several``: routed by metadata.scenario (events held until named); ``one``: every
-    conversation against one scenario; ``reordering``: several, with a reorder window."""
+    """``several``: paired with scenarios by the results folder; ``one``: every
+    conversation against one scenario; ``reordering``: several, with a small reorder
+    window (the default is large)."""
     if kind == "reordering":
-        return ms.Evaluator(SCENARIOS, source=SOURCE, reorder_window=8)
-    return ms.Evaluator(SCENARIOS if kind == "several" else [ONE_SCENARIO], source=SOURCE)
+        return ms.Evaluator(SCENARIOS, source=SOURCE, reorder_window=8,
+                            assignments=ASSIGNMENTS)
+    if kind == "several":
+        return ms.Evaluator(SCENARIOS, source=SOURCE, assignments=ASSIGNMENTS)
+    return ms.Evaluator([ONE_SCENARIO], source=SOURCE)
 
 
 evaluator_kinds = st.sampled_from(KINDS)

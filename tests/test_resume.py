@@ -15,20 +15,28 @@ from typing import Any
 import pytest
 
 import mantle_stream as ms
+from mantle_stream._results import load_results
 from mantle_stream._sources import split_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
 SCENARIOS = EXAMPLES / "scenarios"
 ALL_EVENTS = EXAMPLES / "events" / "all.jsonl"
+RESULTS = EXAMPLES / "results" / "2026-12-01T09-00-00"
+RECORDED = load_results(RESULTS)
+ASSIGNMENTS = {cid: run.scenario for cid, run in RECORDED.items()}
+CARD_OK = "sim-5588a28d-011b-4f0b-822a-91e1448a99c5"
+#: The examples' one deliberate sequence gap (a transfer run skips two sequences).
+GAP = {"gaps": 1}
 
 
 def evaluator(**options: Any) -> ms.Evaluator:
-    return ms.Evaluator(ms.load_scenarios([SCENARIOS]), **options)
+    return ms.Evaluator(ms.load_scenarios([SCENARIOS]), assignments=ASSIGNMENTS, **options)
 
 
 def report_of(ev: ms.Evaluator) -> dict[str, Any]:
-    return json.loads(ms.build_report(ev).to_json())
+    """The report as the CLI prints it with ``--results``."""
+    return json.loads(ms.build_report(ev, RECORDED).to_json())
 
 
 def uninterrupted() -> dict[str, Any]:
@@ -52,7 +60,8 @@ def test_restore_then_reread_from_the_start_gives_the_uninterrupted_report(cut: 
     resumed.push_chunk(b"".join(LINES))  # the whole feed again, as after a restart
     resumed.finish_all()
     assert report_of(resumed) == uninterrupted()
-    assert resumed.statistics().replayed == cut
+    # Events held in a reorder window were not applied: read again, they are new.
+    assert resumed.statistics().replayed == cut - first.statistics().held
 
 
 def test_a_checkpoint_from_other_scenarios_is_refused() -> None:
@@ -68,8 +77,10 @@ def test_duplicated_events_are_applied_once() -> None:
     ev.push_chunk(doubled)
     ev.finish_all()
     report = report_of(ev)
-    assert report.pop("warnings") == {"duplicates": len(LINES)}
-    assert report == uninterrupted()
+    assert report.pop("warnings") == {"duplicates": len(LINES), **GAP}
+    clean = uninterrupted()
+    clean.pop("warnings")
+    assert report == clean
 
 
 def test_a_repeated_tool_run_does_not_break_a_no_extra_calls_window() -> None:
@@ -81,10 +92,10 @@ def test_a_repeated_tool_run_does_not_break_a_no_extra_calls_window() -> None:
     ev = ms.Evaluator([scenario])
     run_a = {"conversation_id": "c", "sequence": 1,
              "tool_executed": {"tool_name": "a", "source": "local"}}
-    for event in ({"conversation_id": "c", "sequence": 0, "user": {}}, run_a, run_a,
+    for event in ({"conversation_id": "c", "sequence": 0, "user": {"text": "hi"}}, run_a, run_a,
                   {"conversation_id": "c", "sequence": 2,
                    "tool_executed": {"tool_name": "b", "source": "local"}},
-                  {"conversation_id": "c", "sequence": 3, "user": {}}):
+                  {"conversation_id": "c", "sequence": 3, "user": {"text": "thanks"}}):
         ev.push_line(json.dumps(event))
     [result] = ev.results()
     assert (result.assertions[0].verdict, result.assertions[0].decided_at) == ("passed", 3)
@@ -105,22 +116,23 @@ def swapped_feed(rng: random.Random) -> bytes:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_a_reorder_window_applies_slightly_reordered_events_in_sequence_order(
+def test_the_default_reorder_window_applies_reordered_events_in_sequence_order(
         seed: int) -> None:
-    ev = evaluator(reorder_window=4)
+    ev = evaluator()
     ev.push_chunk(swapped_feed(random.Random(seed)))
     ev.finish_all()
-    report = report_of(ev)
-    # transfer-ok-1 skips sequences 21-22 on purpose: that gap never fills.
-    assert report.pop("warnings") == {"gaps": 1}
-    assert report == uninterrupted()
+    assert report_of(ev) == uninterrupted()
 
 
 def test_without_a_window_a_late_event_is_counted_not_applied() -> None:
-    ev = evaluator()
+    ev = evaluator(reorder_window=0)
     ev.push_chunk(swapped_feed(random.Random(1)))
     ev.finish_all()
-    assert ev.statistics().duplicates > 0  # too late to apply in order: reported
+    stats = ev.statistics()
+    # Each swapped pair: the later event opens a gap that is given up at once, and
+    # the earlier one then comes too late to apply. Late, not a duplicate.
+    assert stats.late_events > 0 and stats.duplicates == 0
+    assert stats.gaps == stats.late_events + GAP["gaps"]
 
 
 def test_a_gap_that_never_fills_is_released_after_the_window() -> None:
@@ -146,11 +158,12 @@ def test_skip_policy_reports_bad_lines_and_judges_the_rest() -> None:
     ev.push_chunk(feed, on_bad=errors.append)
     ev.finish_all()
     assert [(e.line, e.message.split(" (")[0]) for e in errors] == [
-        (101, "no payload key"), (102, "malformed JSON: JSON is malformed: object keys must "
-                                       "be strings")]
+        (101, "no payload key"), (102, "malformed JSON: object keys must be strings")]
     report = report_of(ev)
-    assert report.pop("warnings") == {"bad_events": 2}
-    assert report == uninterrupted()
+    assert report.pop("warnings") == {"bad_events": 2, **GAP}
+    clean = uninterrupted()
+    clean.pop("warnings")
+    assert report == clean
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -161,7 +174,8 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
 def test_cli_strict_policy_prints_what_was_judged_then_exits_2(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
-    proc = run_cli("check", str(SCENARIOS), "--events", str(feed), "--format", "json")
+    proc = run_cli("check", str(SCENARIOS), "--events", str(feed), "--format", "json",
+                   "--results", str(RESULTS))
     assert proc.returncode == 2
     assert f"{feed}:101: bad event: malformed JSON" in proc.stderr
     assert "--on-bad-event=skip" in proc.stderr
@@ -174,22 +188,41 @@ def test_cli_skip_policy_goes_on_and_counts(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
     proc = run_cli("check", str(SCENARIOS), "--events", str(feed), "--format", "json",
-                   "--on-bad-event", "skip")
+                   "--on-bad-event", "skip", "--results", str(RESULTS))
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
-    assert report.pop("warnings") == {"bad_events": 1}
-    assert report == uninterrupted()
+    assert report.pop("warnings") == {"bad_events": 1, **GAP}
+    clean = uninterrupted()
+    clean.pop("warnings")
+    assert report == clean
     assert f"mantle-stream: skipped {feed}:101: bad event: malformed JSON" in proc.stderr
 
 
 def big_feed(path: Path) -> None:
-    """The examples repeated under fresh conversation ids: long enough to kill mid-run."""
+    """The examples repeated under fresh conversation ids: long enough to kill mid-run.
+
+    Each copy names its scenario in the envelope metadata (as a custom simulator
+    may), and every fifth row of a conversation carries no ``sequence`` (the rest
+    are renumbered so that no gap opens): the resume must skip replayed rows of
+    both kinds, those without a sequence by how many of them it had seen.
+    """
     out = []
     for copy in range(60):
+        numbered: dict[str, int] = {}
         for line in LINES:
             row = json.loads(line)
-            key = "conversation_id" if "conversation_id" in row else "sender_id"
-            row[key] = f"{row[key]}-{copy}"
+            cid = row["conversation_id"]
+            metadata = json.loads(row["metadata"] or "{}")
+            metadata["scenario"] = ASSIGNMENTS[cid]
+            row["metadata"] = json.dumps(metadata)
+            row["conversation_id"] = f"{cid}-{copy}"
+            count = numbered.get(cid, 0)
+            if count % 5 == 4:
+                row["sequence"] = None
+                row["event_id"] = f"{row['event_id']}-{copy}"
+            else:
+                row["sequence"] = count - count // 5
+            numbered[cid] = count + 1
             out.append(json.dumps(row))
     path.write_text("\n".join(out) + "\n")
 
@@ -229,14 +262,16 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_report(
     assert kills >= 2, "the run was not interrupted often enough to prove anything"
 
 
-def test_a_repeated_legacy_row_without_sequence_is_recognised_by_its_event_id() -> None:
+def test_a_repeated_row_without_sequence_is_recognised_by_its_event_id() -> None:
     scenario = ms.load_scenario_text(json.dumps({"scenario": {
         "name": "t", "simulation_context": "x", "goals": {"assertions": [
             {"memory_was_set": [{"name": "a.b", "value": 1}]},
             {"memory_was_not_set": [{"name": "a.b", "value": 2}]}]}}}))
     ev = ms.Evaluator([scenario])
-    row = '{"event":"slot","sender_id":"c","event_id":"e1","name":"a.b","value":1}'
-    for line in (row, row, '{"event":"slot","sender_id":"c","name":"a.b","value":2}', row):
+    row = ('{"conversation_id":"c","sequence":null,"event_id":"e1","metadata":null,'
+           '"memory_set":{"key":"a.b","value_json":"1","anonymized_at":null}}')
+    two = row.replace('"e1"', '"e2"').replace('"1"', '"2"')
+    for line in (row, row, two, row):
         ev.push_line(line)
     ev.finish_all()
     [result] = ev.results()
@@ -246,6 +281,23 @@ def test_a_repeated_legacy_row_without_sequence_is_recognised_by_its_event_id() 
     assert result.events == 2
 
 
+def test_a_row_without_sequence_never_takes_the_next_rows_sequence() -> None:
+    # Numbering it "previous + 1" would drop the real row 1 as a duplicate, and
+    # with it the session_ended: a later event could then change a verdict.
+    scenario = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x", "goals": {"assertions": [
+            {"bot_did_not_utter": {"text_matches": "oops"}}]}}}))
+    ev = ms.Evaluator([scenario])
+    for line in ('{"conversation_id":"c","sequence":0,"session_started":{}}',
+                 '{"conversation_id":"c","sequence":null,"user":{"text":"hi"}}',
+                 '{"conversation_id":"c","sequence":1,"session_ended":{}}',
+                 '{"conversation_id":"c","sequence":2,"bot":{"text":"oops"}}'):
+        ev.push_line(line)
+    [result] = ev.results()
+    assert (result.verdict, result.assertions[0].decided_at) == ("passed", None)
+    assert ev.statistics().late_events == 1
+
+
 @pytest.mark.timeout(60)
 def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: Path) -> None:
     feed = tmp_path / "live.jsonl"
@@ -253,7 +305,8 @@ def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: P
     half = len(LINES) // 2
     feed.write_bytes(b"".join(LINES[:half]))
     args = ["check", str(SCENARIOS), "--events", f"follow:{feed}", "--format", "json",
-            "--state", str(state), "--state-interval", "60", "--linger", "0.5"]
+            "--state", str(state), "--state-interval", "60", "--linger", "0.5",
+            "--results", str(RESULTS)]
     proc = subprocess.Popen([sys.executable, "-m", "mantle_stream", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -276,7 +329,7 @@ def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: P
 
 
 def test_a_resumed_run_counts_late_events_and_bad_lines_once() -> None:
-    late = b'{"conversation_id":"card-replace-ok-1","sequence":999,"user":{}}\n'
+    late = b'{"conversation_id":"%s","sequence":999,"user":{}}\n' % CARD_OK.encode()
     feed = b"".join(LINES) + late + b"{oops\n"
     first = evaluator()
     first.push_chunk(feed, on_bad=lambda e: None)
@@ -286,6 +339,7 @@ def test_a_resumed_run_counts_late_events_and_bad_lines_once() -> None:
     resumed.restore(first.checkpoint())
     resumed.push_chunk(feed, on_bad=lambda e: None)  # the whole feed again
     assert report_of(resumed) == clean
+    # (Not finished: the gap's events are still held, so no gap is counted yet.)
     assert clean["warnings"] == {"bad_events": 1, "late_events": 1}
     assert resumed.statistics().events == clean_events
 
@@ -299,12 +353,12 @@ def test_a_scenario_name_that_is_another_files_stem_is_refused(tmp_path: Path) -
         ms.Evaluator(ms.load_scenarios([tmp_path]))
     proc = run_cli("validate", str(tmp_path))
     assert proc.returncode == 2
-    assert "metadata.scenario could not tell them apart" in proc.stderr
+    assert "a results folder or metadata could not tell them apart" in proc.stderr
 
 
 def test_a_report_of_a_stopped_run_says_it_is_not_complete(tmp_path: Path) -> None:
     proc = run_cli("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--format", "json",
-                   "--fail-fast")
+                   "--fail-fast", "--results", str(RESULTS))
     summary = json.loads(proc.stdout)["summary"]
     assert summary["complete"] is False
     assert "complete" not in uninterrupted()["summary"]

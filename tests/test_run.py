@@ -27,7 +27,14 @@ def scenario(*assertions: dict[str, Any]) -> ms.Scenario:
 
 
 def line(cid: str, seq: int, **payload: Any) -> bytes:
-    return json.dumps({"conversation_id": cid, "sequence": seq, **payload}).encode() + b"\n"
+    """A ProtoJSON line; a bot's ``utter_name`` travels as metadata ``utter_action``."""
+    metadata = None
+    if "utter_name" in payload.get("bot", {}):
+        bot = dict(payload["bot"])
+        metadata = json.dumps({"utter_action": bot.pop("utter_name")})
+        payload["bot"] = bot
+    return json.dumps({"conversation_id": cid, "sequence": seq, "metadata": metadata,
+                       **payload}).encode() + b"\n"
 
 
 FORBID_CANNOT_HELP = {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}}
@@ -75,7 +82,24 @@ async def test_stop_message_reaches_the_client_before_it_sends_its_next_event() 
     assert outcome.stopped_early == ("c1",)
     assert [s.conversation_id for s in stops] == ["c1"]
     [result] = evaluator.results()
-    assert [a.verdict for a in result.assertions] == ["failed", "failed"]
+    # The skill check never had its chance: the simulator stopped the conversation.
+    assert [a.verdict for a in result.assertions] == ["skipped", "failed"]
+    assert result.assertions[0].reason == (
+        "not judged: the conversation was stopped early after assertion #1 "
+        "`bot_did_not_utter` failed at sequence 1")
+    assert result.verdict == "failed"
+
+
+async def test_a_file_is_never_stopped_so_nothing_is_skipped(tmp_path: Path) -> None:
+    feed_file = tmp_path / "feed.jsonl"
+    feed_file.write_bytes(line("c", 0, bot={"utter_name": "utter_cannot_help"})
+                          + line("c", 1, skill_activated={"skill_id": "card_replace"}))
+    evaluator = ms.Evaluator([scenario(SKILL, FORBID_CANNOT_HELP)])
+    outcome = await run_feed(evaluator, str(feed_file))
+    assert outcome.stopped_early == ()
+    [result] = evaluator.results()
+    assert [(a.verdict, a.decided_at) for a in result.assertions] == [("passed", 1),
+                                                                      ("failed", 0)]
 
 
 async def test_several_clients_each_get_only_their_own_stop_messages() -> None:

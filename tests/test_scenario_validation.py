@@ -889,7 +889,6 @@ def test_sequencing_accepts_every_allowed_step_shape() -> None:
             - memory_was_set: s.reason
             - tool_executed: {tool_name: t, source: mcp, mcp_server: m}
             - memory_was_cleared: s.draft
-            - bot_uttered: {utter_name: utter_done}
             - skill_completed: {skill_id: s}
         """) == (SequencingCheck(steps=(
         LifecycleCheck(kind="skill_activated", skill_id="s"),
@@ -898,7 +897,6 @@ def test_sequencing_accepts_every_allowed_step_shape() -> None:
         MemoryStep(kind="memory_was_set", name="s.reason"),
         ToolExecutedCheck(ToolCall(tool_name="t", source="mcp", mcp_server="m")),
         MemoryStep(kind="memory_was_cleared", name="s.draft"),
-        BotCheck(kind="bot_uttered", utter_name="utter_done"),
         LifecycleCheck(kind="skill_completed", skill_id="s"))),)
 
 
@@ -967,8 +965,9 @@ def test_sequencing_steps_use_the_usual_shape_and_rules() -> None:
          STEP_ID_HINT.format("skill_activated")),
         (3, 7, "`tool_executed` with source `mcp` is missing required key `mcp_server`",
          "the server is not inferred from the tool name"),
-        (4, 20, "`bot_uttered` needs at least one of `utter_name`, `text_matches`, `buttons`",
-         NO_FIELD_HINT),
+        (4, 7, "`bot_uttered` is not allowed inside `sequencing`",
+         "Mantle's scenario schema allows skill, ordered-block, `tool_executed` and memory "
+         "steps only; check the message with a `bot_uttered` assertion of its own"),
         (5, 7, "unknown assertion `tool_execute`", "did you mean `tool_executed`?"),
     ]
 
