@@ -179,13 +179,18 @@ def conversation_lines(cid: str, n_events: int, rng: random.Random, *,
         yield json.dumps(row, separators=(",", ":")).encode()
 
 
+def conversation_id(i: int) -> str:
+    """The ``i``-th conversation's id, shaped like evaluate_agent's ``sim-<uuid4>``."""
+    return f"sim-{i:08x}-0000-4000-8000-000000000000"
+
+
 def feed(conversations: int, events: int, *, interleave: int = 50, seed: int = 7,
          skipped: float = SKIPPED_SHARE, unknown: float = 0.0) -> bytes:
     """``conversations`` × ``events`` lines; ``interleave`` conversations run at once."""
     rng = random.Random(seed)
     lines: list[bytes] = []
     for start in range(0, conversations, interleave):
-        streams = [conversation_lines(f"sim-{i:08x}-0000-4000-8000-000000000000", events, rng,
+        streams = [conversation_lines(conversation_id(i), events, rng,
                                       skipped=skipped, unknown=unknown)
                    for i in range(start, min(start + interleave, conversations))]
         while streams:

@@ -34,16 +34,58 @@ import msgspec
 import mantle_stream as ms
 
 from _baselines import NaiveLive, PostHoc, verdicts
-from _common import best_after, best_of, chunks, conversation_lines, feed, machine, scenario
+from _common import (
+    best_after,
+    best_of,
+    chunks,
+    conversation_id,
+    conversation_lines,
+    feed,
+    machine,
+    scenario,
+)
 
 
 def conversations_of(data: bytes, count: int) -> bytes:
-    """The lines of conversations ``conv-0`` … ``conv-{count-1}``, in feed order."""
-    wanted = {f'{{"conversation_id":"conv-{i}",'.encode() for i in range(count)}
-    cut = len(b'{"conversation_id":"conv-') + 1
+    """The lines of the feed's first ``count`` conversations, in feed order."""
+    wanted = {f'{{"conversation_id":"{conversation_id(i)}",'.encode() for i in range(count)}
+    cut = len(b'{"conversation_id":"') + 1
     lines = [line for line in data.split(b"\n")
              if line and line[:line.find(b",", cut) + 1] in wanted]
     return b"\n".join(lines) + b"\n"
+
+
+#: (label, share of kinds no check reads, share of a newer engine's kinds)
+MIXES = [("known kinds only", 0.0, 0.0), ("a third skipped (default)", 1 / 3, 0.0),
+         ("skipped kinds only", 1.0, 0.0), ("10% unknown kinds", 0.0, 0.1),
+         ("unknown kinds only", 0.0, 1.0)]
+
+
+def skip_rows(scen: ms.Scenario, conversations: int, events: int,
+              repeat: int) -> list[tuple[str, float, float]]:
+    """(mix, decode µs/event, pipeline µs/event): what skipping a kind costs.
+
+    Every event between each conversation's start and end is of the mix's
+    kinds; the pipeline judges all of them against the 30 assertions.
+    """
+    decoder = msgspec.json.Decoder(ms.Event)
+    rows = []
+    for label, skipped, unknown in MIXES:
+        parts = chunks(feed(conversations, events, skipped=skipped, unknown=unknown))
+        n = conversations * events
+
+        def decode(parts: list[bytes] = parts) -> None:
+            for part in parts:
+                decoder.decode_lines(part)
+
+        def judge(parts: list[bytes] = parts) -> None:
+            evaluator = ms.Evaluator([scen])
+            for part in parts:
+                evaluator.push_chunk(part)
+            evaluator.finish_all()
+
+        rows.append((label, best_of(decode, repeat) / n * 1e6, best_of(judge, repeat) / n * 1e6))
+    return rows
 
 
 def by_length(scen: ms.Scenario, lengths: list[int], after: int, repeat: int,
@@ -178,6 +220,19 @@ def main() -> None:
           f"(min {min(paired):.2f}, max {max(paired):.2f}, {len(paired)} rounds)")
     print(f"same verdicts, decided_at and reasons from all three ({len(ours)} conversations; "
           f"NaiveLive: {few})")
+
+    skip = skip_rows(scen, max(args.conversations // 5, 1), args.events, min(args.repeat, 3))
+    known = skip[0][2]
+    print()
+    print("what a kind no check reads costs: the same feed with other kinds between each "
+          "conversation's ends")
+    print()
+    print(f"| {'events between start and end':<30} | {'decode µs/event':>15} | "
+          f"{'pipeline µs/event':>17} | {'÷ known kinds':>13} |")
+    print(f"|{'-' * 32}|{'-' * 17}|{'-' * 19}|{'-' * 15}|")
+    for label, decode_us, pipeline_us in skip:
+        print(f"| {label:<30} | {decode_us:>15.3f} | {pipeline_us:>17.3f} | "
+              f"{pipeline_us / known:>13.2f} |")
 
     rows = by_length(scen, sorted(args.lengths), args.after, min(args.repeat, 3),
                      random.Random(11))

@@ -24,6 +24,7 @@ from mantle_stream._compiler import BY_VALUE, Plan, compile_scenario
 from mantle_stream._errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream._events import (
     MAX_LINE_BYTES,
+    UNKNOWN,
     Event,
     EventDecoder,
     MemorySet,
@@ -143,6 +144,37 @@ def _value_of(payload: Payload) -> Any:
     return value
 
 
+class _LineFinder:
+    """The i-th line of a chunk, for the rare events decoded again from their line.
+
+    Lines are asked for in increasing order, so the search goes on from the
+    end of the last one found: a chunk is scanned at most once, and not at
+    all when every event in it is regular (splitting each chunk would cost
+    more than skipping the events that need it).
+    """
+
+    __slots__ = ("chunk", "end", "index")
+
+    def __init__(self, chunk: bytes) -> None:
+        self.chunk = chunk
+        self.index = -1  # the last line found, which ends at `end`
+        self.end = -1
+
+    def line(self, index: int) -> bytes:
+        find = self.chunk.find
+        i, end = self.index, self.end
+        if index <= i:
+            i = end = -1
+        while True:
+            start = end + 1
+            end = find(b"\n", start)
+            i += 1
+            if i == index or end < 0:
+                break
+        self.index, self.end = i, end
+        return self.chunk[start:] if end < 0 else self.chunk[start:end]
+
+
 class _Conversation:
     __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "gave_up", "held",
                  "last_seq", "machines", "max_seen", "pending", "plan", "recent_ids",
@@ -171,7 +203,7 @@ class _Conversation:
         # sequence that had arrived before it (`max_seen`).
         self.last_seq = -1
         self.max_seen = -1
-        self.held: list[tuple[int, int, Event]] | None = None
+        self.held: list[tuple[int, int, Event, Payload]] | None = None
         self.gave_up: list[tuple[int, int]] | None = None  # gaps given up on, for late events
         self.replay_upto = -1  # restored from a checkpoint: sequences applied before
         self.unsequenced = 0  # rows without a sequence seen so far
@@ -391,7 +423,8 @@ class Evaluator:
     # ------------------------------------------------------------------ core
 
     def _run(self, events: list[Event], out: list[Decision], stop_at_failure: bool = False,
-             chunk: bytes | None = None, first: int = 1, offset: int = 0) -> None:
+             chunk: bytes | None = None, first: int = 1, offset: int = 0,
+             known: Payload | None = None) -> None:
         """Apply events in order: the hot path, kept in one function on purpose.
 
         Every event of every source passes through this loop, so routing is
@@ -401,12 +434,14 @@ class Evaluator:
         ``offset + i``: a line without exactly one payload field set (a flat
         event, a newer engine's kind, a bad event) is decoded again from it.
         Raises :class:`_Irregular` for a bad event; the events before it stay
-        applied.
+        applied. ``known``: the payload of the one event given, found when it
+        arrived (a held event that needed its line, applied later without it).
         """
         convs = self._convs
         decide = self._decide
+        decoder = self._decoder
         parse_json = _parse_json
-        lines: list[bytes] | None = None  # the chunk split, on the first irregular line
+        lines: _LineFinder | None = None  # the chunk's lines, found on demand
         skipped = 0  # events not applied (replayed), or not reached
         try:
             for position, event in enumerate(events):
@@ -437,15 +472,21 @@ class Evaluator:
                         or event.user or event.bot or event.action or event.stack):
                     # Not exactly one payload field: a flat event, a newer kind, or
                     # a bad event. Decode its line again on its own.
-                    try:
-                        if chunk is None:
-                            payload_of(event)  # raises: pushed as an Event
-                        if lines is None:
-                            lines = chunk.split(b"\n")  # type: ignore[union-attr]
-                        event, payload = self._decoder.classify(
-                            event, lines[offset + position], first + offset + position)
-                    except EventError as exc:
-                        raise _Irregular(exc, position) from None
+                    if known is not None:
+                        payload = known
+                    elif payload is None and decoder.learned_kind(event):
+                        payload = UNKNOWN  # a newer kind, decoded as a field of its own
+                    else:
+                        try:
+                            if chunk is None:
+                                payload_of(event)  # raises: pushed as an Event
+                            if lines is None:
+                                lines = _LineFinder(chunk)  # type: ignore[arg-type]
+                            event, payload = decoder.classify(
+                                event, lines.line(offset + position),
+                                first + offset + position, payload is None)
+                        except EventError as exc:
+                            raise _Irregular(exc, position) from None
                 elif not event.conversation_id:
                     raise _Irregular(EventError("no `conversation_id`"), position)
                 cls = type(payload)
@@ -492,7 +533,7 @@ class Evaluator:
                         self._duplicates += 1
                         continue
                     if conv.held:
-                        self._hold(conv, conv.max_seen, event, out)
+                        self._hold(conv, conv.max_seen, event, payload, out)
                         continue
                 elif seq != conv.last_seq + 1:
                     if seq <= conv.last_seq:
@@ -501,7 +542,7 @@ class Evaluator:
                     if seq > conv.max_seen:
                         conv.max_seen = seq
                     if self.reorder_window:
-                        self._hold(conv, seq, event, out)
+                        self._hold(conv, seq, event, payload, out)
                         continue
                     self._give_up(conv, conv.last_seq + 1, seq - 1)  # no window: no waiting
                     conv.last_seq = seq
@@ -598,7 +639,8 @@ class Evaluator:
         recent.append(event_id)
         return False
 
-    def _hold(self, conv: _Conversation, key: int, event: Event, out: list[Decision]) -> None:
+    def _hold(self, conv: _Conversation, key: int, event: Event, payload: Payload,
+              out: list[Decision]) -> None:
         """Keep an event that arrived after a gap, in sequence order.
 
         ``key`` is its sequence, or for a row without one the highest sequence
@@ -608,7 +650,7 @@ class Evaluator:
         held = conv.held
         if held is None:
             held = conv.held = []
-        heapq.heappush(held, (key, self._arrivals, event))
+        heapq.heappush(held, (key, self._arrivals, event, payload))
         self._arrivals += 1
         self._held += 1
         if len(held) > self.reorder_window:
@@ -620,7 +662,7 @@ class Evaluator:
         self._releasing = True
         try:
             while held and not conv.finished:
-                key, _, event = held[0]
+                key, _, event, payload = held[0]
                 if event.sequence is None:
                     if key > conv.last_seq and force <= 0:
                         break  # waits behind events it arrived after
@@ -638,7 +680,7 @@ class Evaluator:
                 heapq.heappop(held)
                 self._held -= 1
                 self._events -= 1  # counted once already, when it arrived
-                self._run([event], out)
+                self._run([event], out, known=payload)
         finally:
             self._releasing = False
         if not held:
@@ -656,7 +698,7 @@ class Evaluator:
     def _drop_held(self, conv: _Conversation) -> None:
         """The conversation ended: events still held came after its end (or twice)."""
         if conv.held:
-            again = sum(1 for key, _, e in conv.held
+            again = sum(1 for key, _, e, _ in conv.held
                         if e.sequence is not None and key <= conv.last_seq)
             self._duplicates += again
             self._late += len(conv.held) - again

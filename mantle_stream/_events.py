@@ -263,6 +263,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
 }
 assert set(PAYLOAD_FIELDS) == set(PAYLOAD_TYPES) | set(SKIPPED_KINDS)
 ENVELOPE_KEYS = frozenset(Event.__struct_fields__[26:]) - {"event"}
+_WIRE_KEYS = frozenset(Event.__struct_fields__)  # every key this version knows
 
 
 def single_payload(event: Event) -> Payload | None:
@@ -386,7 +387,6 @@ def excerpt(text: str | bytes, limit: int = 120) -> str:
 
 
 _keys_of = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-
 #: The payload of an event of a kind this version does not know (skipped, counted).
 UNKNOWN = Skipped()
 #: The payload of an older flat CALM row (``slot``, ``flow_started``, ...): skipped, counted.
@@ -407,6 +407,9 @@ class EventDecoder:
         self.unknown: dict[str, int] = {}
         self.legacy: dict[str, int] = {}
         self._decoder = msgspec.json.Decoder(Event)
+        # A newer engine's kinds, once seen, become fields of the decoded type
+        # (see _learn): (attribute, kind) of each.
+        self._learned: list[tuple[str, str]] = []
 
     def decode_lines(self, chunk: bytes) -> list[Event]:
         """Raw ``decode_lines``: no payload checks (the engine's fast path)."""
@@ -440,7 +443,8 @@ class EventDecoder:
             return None
         payload = single_payload(event)
         if payload is None:
-            return self.classify(event, line, line_no)
+            unset = all(getattr(event, k) is None for k in PAYLOAD_FIELDS)
+            return self.classify(event, line, line_no, unset)
         if not event.conversation_id:
             raise self._error("no `conversation_id`", line_no, line)
         return event, payload
@@ -462,13 +466,14 @@ class EventDecoder:
             raise self._error("JSON nested too deeply", line_no, line) from None
         return event
 
-    def classify(self, event: Event, line: bytes, line_no: int | None
-                 ) -> tuple[Event, Payload]:
+    def classify(self, event: Event, line: bytes, line_no: int | None,
+                 unset: bool = False) -> tuple[Event, Payload]:
         """A line without exactly one payload field set: decoded again from ``line``.
 
         A flat event becomes the :class:`Event` it stands for; a newer
         engine's kind is counted and comes back with :data:`UNKNOWN`; anything
-        else is a bad event (:class:`EventError`).
+        else is a bad event (:class:`EventError`). ``unset``: the caller knows
+        no payload field is set (then they are not counted again).
         """
         if event.event is not None:
             from mantle_stream._flat import flat_event  # the rare shape, loaded on use
@@ -477,25 +482,85 @@ class EventDecoder:
                 return flat_event(line, self)
             except EventError as exc:
                 raise self._error(exc.message, line_no, line) from None
-        known = [k for k in PAYLOAD_FIELDS if getattr(event, k) is not None]
-        if len(known) > 1:
-            raise self._error(f"{len(known)} payload keys ({', '.join(known)}); expected "
-                              "exactly one", line_no, line)
-        try:
-            keys = _keys_of(line)
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise self._error(malformed(exc), line_no, line) from None
-        others = [k for k in keys if k not in ENVELOPE_KEYS and k not in PAYLOAD_FIELDS]
-        if not known and len(others) == 1:
-            if not event.conversation_id:
-                raise self._error("no `conversation_id`", line_no, line)
-            self.count(self.unknown, others[0])
+        if not unset:
+            known = [k for k in PAYLOAD_FIELDS if getattr(event, k) is not None]
+            if known:
+                raise self._error(f"{len(known)} payload keys ({', '.join(known)}); "
+                                  "expected exactly one", line_no, line)
+        if self._learned and self.learned_kind(event):
             return event, UNKNOWN
-        if not known and not others:
+        kind = self._unknown_kind(line, line_no)
+        if kind is not None and event.conversation_id:
+            self._count_unknown(kind)
+            return event, UNKNOWN
+        # Not one: say why, from the line's keys.
+        keys = self._keys(line, line_no)
+        objects = [k for k, v in keys.items() if k not in _WIRE_KEYS and bytes(v)[:1] == b"{"]
+        if len(objects) == 1:
+            raise self._error("no `conversation_id`", line_no, line)
+        if not objects:
             raise self._error("no payload key (expected exactly one, such as `user`, `bot`, "
                               "`tool_executed`, `memory_set`)", line_no, line)
-        names = ", ".join(f"`{k}`" for k in [*known, *others])
+        names = ", ".join(f"`{k}`" for k in objects)
         raise self._error(f"expected exactly one payload key, found {names}", line_no, line)
+
+    def learned_kind(self, event: Event) -> bool:
+        """Count ``event`` if it is of a newer kind decoded as a field of its own (see
+        :meth:`_learn`): then its line need not be looked at again."""
+        if not event.conversation_id:
+            return False
+        for attr, kind in self._learned:
+            if getattr(event, attr, None) is not None:
+                self._count_unknown(kind)
+                return True
+        return False
+
+    def _count_unknown(self, kind: str) -> None:
+        """Count a newer engine's kind by name (a bounded number of names)."""
+        unknown = self.unknown
+        count = unknown.get(kind)
+        if count is None:
+            if len(unknown) >= MAX_UNKNOWN_KINDS:
+                kind = "(others)"
+            count = unknown.get(kind, 0)
+        unknown[kind] = count + 1
+
+    def _unknown_kind(self, line: bytes, line_no: int | None) -> str | None:
+        """The one payload key of ``line`` that this version does not know, or None.
+
+        A payload is a JSON object: other unknown keys with plain values are
+        envelope fields of a newer engine, and ignored like known ones.
+        """
+        keys = self._keys(line, line_no)
+        objects = [k for k, v in keys.items() if k not in _WIRE_KEYS and bytes(v)[:1] == b"{"]
+        if len(objects) != 1:
+            return None
+        self._learn(objects[0])
+        return objects[0]
+
+    def _learn(self, kind: str) -> None:
+        """Decode ``kind`` as a field of its own from now on.
+
+        A newer kind usually comes again and again: as a field (an empty
+        :class:`Skipped`, like the kinds no check reads) the next chunks name
+        it without a second parse of its line, so skipping it costs no more
+        than applying a known event. At most ``MAX_UNKNOWN_KINDS`` are learnt.
+        """
+        if len(self._learned) >= MAX_UNKNOWN_KINDS or any(k == kind for _, k in self._learned):
+            return  # (the rest of a chunk decoded before it was learnt comes here again)
+        self._learned.append((f"_new_kind_{len(self._learned)}", kind))
+        learned = msgspec.defstruct(
+            "Event", [(attr, Skipped | None, None) for attr, _ in self._learned],
+            bases=(Event,), rename=dict(self._learned), kw_only=True, frozen=True, gc=False,
+            module=__name__)
+        self._decoder = msgspec.json.Decoder(learned)
+
+    def _keys(self, line: bytes, line_no: int | None) -> dict[str, msgspec.Raw]:
+        try:
+            keys: dict[str, msgspec.Raw] = _keys_of(line)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise self._error(malformed(exc), line_no, line) from None
+        return keys
 
     @staticmethod
     def count(counter: dict[str, int], kind: str) -> None:

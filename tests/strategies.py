@@ -232,6 +232,25 @@ def tool_specs(draw: st.DrawFn, names: tuple[str, ...] = SPEC_TOOL_NAMES) -> dic
 any_tool_spec = tool_specs()
 call_specs = tool_specs(CALL_TOOL_NAMES)
 
+
+@st.composite
+def _focused_call_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """A call that often shares its name and source with another and differs only in
+    arguments, so that one run can suit several calls: a greedy first fit then misses
+    assignments that a maximum matching finds."""
+    spec: dict[str, Any] = {
+        "tool_name": draw(_pick(("check_balance", "check_balance", "search_knowledge"))),
+        "source": "local",
+    }
+    if draw(booleans):
+        spec["arguments"] = draw(expected_arguments)
+    if draw(one_in_five):
+        spec["is_error"] = draw(booleans)
+    return spec
+
+
+focused_call_specs = _focused_call_specs()
+
 BOT_FIELDS = ("utter_name", "text_matches", "buttons")
 bot_field_sets = st.sets(_pick(BOT_FIELDS), min_size=1)
 expected_buttons = st.lists(
@@ -263,9 +282,11 @@ memory_cleared_entries = _lists_of(st.fixed_dictionaries({"name": memory_keys}),
 
 
 @st.composite
-def tools_within_one_turn_checks(draw: st.DrawFn) -> dict[str, Any]:
+def tools_within_one_turn_checks(
+    draw: st.DrawFn, calls_from: st.SearchStrategy[dict[str, Any]] = call_specs
+) -> dict[str, Any]:
     """tools_within_one_turn with 2-3 calls, explicit allow_extra_calls, optional ordered."""
-    calls = draw(_lists_of(call_specs, 2, 3))
+    calls = draw(_lists_of(calls_from, 2, 3))
     spec: dict[str, Any] = {
         "calls": [{"tool_executed": call} for call in calls],
         "allow_extra_calls": draw(booleans),
@@ -275,6 +296,9 @@ def tools_within_one_turn_checks(draw: st.DrawFn) -> dict[str, Any]:
         spec["ordered"] = ordered
     return {"tools_within_one_turn": spec}
 
+
+WITHIN_CHECKS = tools_within_one_turn_checks()
+FOCUSED_WITHIN_CHECKS = tools_within_one_turn_checks(focused_call_specs)
 
 # One step allowed inside sequencing (no bot checks, memory keys as plain strings).
 sequencing_steps = st.one_of(
@@ -312,15 +336,17 @@ def assertions(draw: st.DrawFn) -> dict[str, Any]:
     if kind == "tool_executed":
         return {kind: draw(any_tool_spec)}
     if kind == "tools_within_one_turn":
-        return draw(tools_within_one_turn_checks())
+        return draw(WITHIN_CHECKS)
     if kind in ("bot_uttered", "bot_did_not_utter"):
         return {kind: draw(any_bot_spec)}
     return {kind: draw(sequencing_bodies)}
 
 
-def assertion_lists(max_size: int = 8) -> st.SearchStrategy[list[dict[str, Any]]]:
-    """A scenario's goals.assertions."""
-    return _lists_of(assertions(), 1, max_size)
+def assertion_lists(
+    max_size: int = 8, focus: bool = False
+) -> st.SearchStrategy[list[dict[str, Any]]]:
+    """A scenario's goals.assertions; with ``focus``, tools_within_one_turn checks only."""
+    return _lists_of(FOCUSED_WITHIN_CHECKS if focus else assertions(), 1, max_size)
 
 
 def scenario_text(assertion_list: list[dict[str, Any]], name: str = "gen") -> str:
@@ -536,6 +562,9 @@ framework_runs = st.builds(
 )
 
 
+extra_runs = st.one_of(framework_runs, framework_runs, random_events("tool_executed"))
+
+
 @st.composite
 def witnesses(draw: st.DrawFn, assertion: Mapping[str, Any]) -> list[Abstract]:
     """Events, in order, that would make ``assertion`` match if nothing got in the way."""
@@ -554,8 +583,8 @@ def witnesses(draw: st.DrawFn, assertion: Mapping[str, Any]) -> list[Abstract]:
         # Usually fence the runs into a turn of their own with turn-starting user events.
         opener = [draw(turn_users)] if draw(fences) else []
         closer = [draw(turn_users)] if draw(fences) else []
-        if draw(booleans):  # an extra run: a framework tool (not counted) or any run
-            runs.append(draw(st.one_of(framework_runs, random_events("tool_executed"))))
+        for _ in range(draw(_pick((0, 1, 1, 2)))):  # extra runs: mostly framework tools
+            runs.append(draw(extra_runs))
         if draw(one_in_three):  # a user event that does not start a turn, inside
             runs.insert(draw(st.integers(0, len(runs))), draw(non_turn_users))
         if draw(booleans):  # else keep the listed order
@@ -936,10 +965,18 @@ class Feed:
 
 @st.composite
 def feeds(
-    draw: st.DrawFn, max_conversations: int = 4, max_assertions: int = 8, max_events: int = 10
+    draw: st.DrawFn,
+    max_conversations: int = 4,
+    max_assertions: int = 8,
+    max_events: int = 10,
+    focus: bool = False,
 ) -> Feed:
-    """A random scenario and 1-4 random conversations interleaved into one feed."""
-    assertion_list = draw(assertion_lists(max_assertions))
+    """A random scenario and 1-4 random conversations interleaved into one feed.
+
+    With ``focus``, the scenario holds only tools_within_one_turn checks whose
+    calls often suit the same runs (see :data:`focused_call_specs`).
+    """
+    assertion_list = draw(assertion_lists(max_assertions, focus))
     count = draw(st.integers(1, max_conversations))
     convos = [draw(conversations(assertion_list, max_events, number)) for number in range(count)]
     streams = [[(c.conversation_id, index) for index in draw(deliveries(c))] for c in convos]

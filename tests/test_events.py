@@ -157,6 +157,29 @@ def test_a_newer_engines_kind_is_counted_by_name_and_keeps_its_place() -> None:
     assert evaluator.statistics().held == 0
 
 
+def test_a_newer_kind_held_for_order_keeps_its_kind_when_its_gap_fills() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
+    for line in (envelope(0, session_started={}), envelope(2, agent_thought={}),
+                 envelope(1, skill_activated={"skill_id": "k"})):
+        decisions = evaluator.push_chunk(line + b"\n")  # a chunk each: no line to look at
+    assert [(d.verdict, d.decided_at) for d in decisions] == [("passed", 1)]
+    assert evaluator.decoder.unknown == {"agent_thought": 1}
+    assert evaluator.statistics().held == 0
+
+
+def test_a_newer_kind_is_counted_alike_before_and_after_it_is_learnt() -> None:
+    # The first sighting is read key by key; later chunks decode it as a field.
+    decoder = ms.EventDecoder()
+    for seq in range(3):
+        decoder.decode_chunk(envelope(seq, agent_thought={"text": "x"}) + b"\n")
+    assert decoder.unknown == {"agent_thought": 3}
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
+    chunk = b"\n".join(envelope(i, **{"plan-step": {}, "trace": "t"}) for i in range(4))
+    evaluator.push_chunk(chunk + b"\n")
+    evaluator.push_chunk(chunk.replace(b'"c"', b'"d"') + b"\n")
+    assert evaluator.decoder.unknown == {"plan-step": 8}  # `trace`: a newer envelope field
+
+
 def test_unknown_kinds_in_one_chunk_are_each_found_on_their_own_line() -> None:
     # Each is classified from its own line (the chunk is split once, not per event).
     lines = [envelope(i, **({f"new_{i}": {}} if i % 3 else {"user": {"text": "hi"}}))

@@ -79,11 +79,15 @@ with warnings.catch_warnings(), contextlib.suppress(ImportError):
     importlib.import_module("hypothesis.extra._patching")
 
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-# The default run of this file stays well under a minute on a 2-core machine;
-# the ``slow`` variants below run many more examples (``pytest -m slow``).
-ORACLE_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=HEALTH)
-PROPERTY_SETTINGS = settings(ORACLE_SETTINGS, max_examples=60)
+# The default run of this file stays under a minute on a 2-core machine; the
+# ``slow`` variants below run many more examples (``pytest -m slow``). Shrinking
+# a failure can take minutes (about 50 ms an example), hence SHRINK_TIMEOUT: a
+# pytest-timeout during shrinking would hide the falsifying example.
+ORACLE_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=HEALTH)
+PROPERTY_SETTINGS = settings(ORACLE_SETTINGS, max_examples=150)
 LONG_SETTINGS = settings(ORACLE_SETTINGS, max_examples=2000)
+
+SHRINK_TIMEOUT = pytest.mark.timeout(420)
 
 Outcome = tuple[str, int | None]
 FINISH = -1  # "reported by finish_all", in place of a line index
@@ -185,6 +189,7 @@ def check_final_results(feed: Feed, sizes: list[int] | None) -> None:
         assert run.results[conversation_id].scenario == "gen"
 
 
+@SHRINK_TIMEOUT
 @ORACLE_SETTINGS
 @given(feeds(), st.one_of(st.none(), chunk_sizes))
 def test_final_results_equal_batch(feed: Feed, sizes: list[int] | None) -> None:
@@ -192,9 +197,25 @@ def test_final_results_equal_batch(feed: Feed, sizes: list[int] | None) -> None:
     check_final_results(feed, sizes)
 
 
+@SHRINK_TIMEOUT
+@ORACLE_SETTINGS
+@given(feeds(max_assertions=3, focus=True), st.one_of(st.none(), chunk_sizes))
+def test_final_results_equal_batch_tools_within_one_turn(
+    feed: Feed, sizes: list[int] | None
+) -> None:
+    """The same, on scenarios of tools_within_one_turn checks only, whose calls often suit
+    the same runs (a greedy first fit would miss assignments) and whose windows often hold
+    framework runs: the densest rules get examples of their own."""
+    check_final_results(feed, sizes)
+
+
+@SHRINK_TIMEOUT
 @slow
 @LONG_SETTINGS
-@given(feeds(max_events=16), st.one_of(st.none(), chunk_sizes))
+@given(
+    st.one_of(feeds(max_events=16), feeds(max_assertions=3, focus=True)),
+    st.one_of(st.none(), chunk_sizes),
+)
 def test_final_results_equal_batch_longer(feed: Feed, sizes: list[int] | None) -> None:
     """The same, many more and longer feeds."""
     check_final_results(feed, sizes)
@@ -224,6 +245,7 @@ def check_reported_once(feed: Feed) -> None:
         assert decision.verdict in ("passed", "failed")
 
 
+@SHRINK_TIMEOUT
 @PROPERTY_SETTINGS
 @given(feeds())
 def test_decisions_reported_once_and_never_change(feed: Feed) -> None:
@@ -327,6 +349,7 @@ def check_reported_at_deciding_event(feed: Feed) -> None:
         )
 
 
+@SHRINK_TIMEOUT
 @PROPERTY_SETTINGS
 @given(feeds())
 def test_decisions_reported_at_the_deciding_event(feed: Feed) -> None:
@@ -336,6 +359,7 @@ def test_decisions_reported_at_the_deciding_event(feed: Feed) -> None:
     check_reported_at_deciding_event(feed)
 
 
+@SHRINK_TIMEOUT
 @slow
 @LONG_SETTINGS
 @given(feeds(max_events=16))
@@ -860,6 +884,78 @@ def test_engine_rule(
 ) -> None:
     """The engine on the same example (through push_line, then finish_all)."""
     assert engine_outcomes([assertion], events) == [expected]
+
+
+# The streaming contract's delivery rules, example by example: (name, assertion,
+# rows in delivery order, the intended (de-duplicated) order, expected outcome).
+A_THEN_B = within(tool("a"), tool("b"), extra=True)
+SLOT_ROW = {"event": "slot", "timestamp": 1.0, "name": "requested_slot", "value": None}
+DELIVERY_EXAMPLES: list[
+    tuple[str, dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], Outcome]
+] = [
+    ("a re-sent sequenced row is applied once", within(tool("a"), tool("b"), extra=False),
+     [user(0, "hi"), run(1, "a"), run(2, "b"), run(2, "b"), user(3, "next")],
+     [user(0, "hi"), run(1, "a"), run(2, "b"), user(3, "next")], ("passed", 3)),
+    ("a re-sent row without a sequence is applied once (event_id)",
+     within(tool("a"), tool("b"), extra=False),
+     [user(0, "hi"), {**run(None, "a"), "event_id": "x"}, {**run(None, "a"), "event_id": "x"},
+      run(1, "b"), user(2, "next")],
+     [user(0, "hi"), {**run(None, "a"), "event_id": "x"}, run(1, "b"), user(2, "next")],
+     ("passed", 2)),
+    ("rows out of order are applied in sequence order",
+     {"sequencing": [{"memory_was_set": "k.a"}, {"skill_completed": {"skill_id": SK}}]},
+     [user(0, "hi"), skill(2, "skill_completed", SK), mset(1, "k.a", "1")],
+     [user(0, "hi"), mset(1, "k.a", "1"), skill(2, "skill_completed", SK)], ("passed", 2)),
+    ("a row without a sequence waits behind a gap", A_THEN_B,
+     [user(0, "hi"), run(1, "a"), run(3, "b"), {**user(None, "next"), "event_id": "n"}],
+     [user(0, "hi"), run(1, "a"), run(3, "b"), {**user(None, "next"), "event_id": "n"}],
+     ("passed", 3)),
+    ("a flat row waits behind a gap", A_THEN_B,
+     [user(0, "hi"), run(1, "a"), run(3, "b"), {"event": "user", "text": "next"}],
+     [user(0, "hi"), run(1, "a"), run(3, "b"), {"event": "user", "text": "next"}],
+     ("passed", 3)),
+    ("an unknown kind held behind a gap is skipped", {"skill_activated": {"skill_id": SK}},
+     [user(0, "hi"), other(2, "agent_handoff"), skill(3, "skill_activated", SK)],
+     [user(0, "hi"), other(2, "agent_handoff"), skill(3, "skill_activated", SK)],
+     ("passed", 3)),
+    ("an unknown kind arriving early is skipped", {"skill_activated": {"skill_id": SK}},
+     [user(0, "hi"), other(2, "agent_handoff"), skill(1, "skill_activated", SK)],
+     [user(0, "hi"), skill(1, "skill_activated", SK), other(2, "agent_handoff")],
+     ("passed", 1)),
+    ("a legacy flat row held behind a gap is skipped", {"skill_activated": {"skill_id": SK}},
+     [user(0, "hi"), other(2, "stack"), SLOT_ROW, skill(3, "skill_activated", SK)],
+     [user(0, "hi"), other(2, "stack"), SLOT_ROW, skill(3, "skill_activated", SK)],
+     ("passed", 3)),
+]  # fmt: skip
+DELIVERY_IDS = [name for name, *_ in DELIVERY_EXAMPLES]
+
+
+@pytest.mark.parametrize(
+    ("name", "assertion", "delivered", "intended", "expected"), DELIVERY_EXAMPLES, ids=DELIVERY_IDS
+)
+def test_oracle_delivery(
+    name: str,
+    assertion: dict[str, Any],
+    delivered: list[dict[str, Any]],
+    intended: list[dict[str, Any]],
+    expected: Outcome,
+) -> None:
+    """The oracle judges the intended order."""
+    assert check(assertion, intended) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "assertion", "delivered", "intended", "expected"), DELIVERY_EXAMPLES, ids=DELIVERY_IDS
+)
+def test_engine_delivery(
+    name: str,
+    assertion: dict[str, Any],
+    delivered: list[dict[str, Any]],
+    intended: list[dict[str, Any]],
+    expected: Outcome,
+) -> None:
+    """The engine, given the rows in delivery order, judges the intended order."""
+    assert engine_outcomes([assertion], delivered) == [expected]
 
 
 @pytest.mark.parametrize("name", FRAMEWORK_TOOL_NAMES)
