@@ -1,0 +1,200 @@
+"""Order and identity as the real feeds deliver them (the engine and the runner).
+
+Mantle numbers each tracker's events (``sequence``, 0-based), but rows may
+carry none, brokers deliver at least once, and Kafka with Rasa's default
+unkeyed partitioning delivers one conversation's events out of order. The
+engine applies each conversation in ``sequence`` order through a reorder
+window that is on by default; rows without a sequence go in arrival order and
+are told apart by ``event_id``; a gap is given up on only after a count
+(the window) or a real wait (the runner's ``gap_timeout``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import anyio
+import pytest
+
+import mantle_stream as ms
+from mantle_stream._feeds import open_feed
+from mantle_stream._run import Runner
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def scenario(*assertions: dict[str, Any]) -> ms.Scenario:
+    return ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "t", "simulation_context": "x", "goals": {"assertions": list(assertions)}}}))
+
+
+def row(seq: int | None, cid: str = "c", event_id: str | None = None, **payload: Any) -> bytes:
+    """A ProtoJSON line; ``event_id`` defaults to one derived from the sequence."""
+    if event_id is None and seq is not None:
+        event_id = f"{cid}-{seq}"
+    return json.dumps({"conversation_id": cid, "timestamp": 1.0, "metadata": None,
+                       "event_id": event_id, "sequence": seq, **payload, "user_id": None,
+                       "deployment_environment": None, "session_id": None}).encode()
+
+
+SEQUENCE = {"sequencing": [{"memory_was_set": "a.first"}, {"memory_was_set": "a.second"},
+                           {"skill_completed": {"skill_id": "k"}}]}
+NOT_SET_LAST = {"memory_was_not_set": [{"name": "a.x", "value": 1}]}
+
+
+def conversation(cid: str = "c") -> list[bytes]:
+    return [row(0, cid, session_started={}), row(1, cid, user={"text": "hi"}),
+            row(2, cid, memory_set={"key": "a.first", "value_json": "1"}),
+            row(3, cid, stack={"update": "[]"}),
+            row(4, cid, memory_set={"key": "a.x", "value_json": "1"}),
+            row(5, cid, memory_set={"key": "a.second", "value_json": "2"}),
+            row(6, cid, memory_set={"key": "a.x", "value_json": "2"}),
+            row(7, cid, skill_completed={"skill_id": "k"}), row(8, cid, session_ended={})]
+
+
+def outcomes(lines: list[bytes], *assertions: dict[str, Any], **options: Any
+             ) -> tuple[list[tuple[str, int | None]], ms.Statistics]:
+    evaluator = ms.Evaluator([scenario(*assertions)], **options)
+    for line in lines:
+        evaluator.push_line(line)
+    evaluator.finish_all()
+    [result] = evaluator.results()
+    return [(a.verdict, a.decided_at) for a in result.assertions], evaluator.statistics()
+
+
+IN_ORDER = outcomes(conversation(), SEQUENCE, NOT_SET_LAST)[0]
+
+
+def test_in_order_the_verdicts_are_the_reference_ones() -> None:
+    assert IN_ORDER == [("passed", 7), ("passed", None)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_out_of_order_delivery_is_applied_in_sequence_order_by_default(seed: int) -> None:
+    lines = conversation()
+    random.Random(seed).shuffle(lines)
+    got, stats = outcomes(lines, SEQUENCE, NOT_SET_LAST)
+    assert got == IN_ORDER
+    assert (stats.duplicates, stats.late_events, stats.gaps, stats.held) == (0, 0, 0, 0)
+
+
+def test_a_conversation_waits_for_its_first_sequence() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
+    assert evaluator.push_line(row(1, skill_activated={"skill_id": "k"})) == []
+    assert evaluator.statistics().held == 1
+    [decision] = evaluator.push_line(row(0, session_started={}))
+    assert (decision.verdict, decision.decided_at) == ("passed", 1)
+
+
+def test_a_duplicate_is_skipped_and_counted_apart_from_a_late_event() -> None:
+    lines = conversation()
+    lines.insert(4, lines[2])  # delivered twice: skipped
+    got, stats = outcomes(lines, SEQUENCE, NOT_SET_LAST)
+    assert got == IN_ORDER
+    assert (stats.duplicates, stats.late_events) == (1, 0)
+
+
+def test_an_event_after_its_gap_was_given_up_is_late() -> None:
+    lines = conversation()
+    late = lines.pop(5)  # a.second comes only after the window gave its place up
+    got, stats = outcomes([*lines, late], SEQUENCE, NOT_SET_LAST, reorder_window=2)
+    assert got == [("failed", None), ("passed", None)]
+    assert (stats.gaps, stats.late_events, stats.duplicates) == (1, 1, 0)
+
+
+# --------------------------------------------------------------------------
+# Rows without a sequence
+# --------------------------------------------------------------------------
+
+
+def unsequenced(lines: list[bytes]) -> list[bytes]:
+    """The same rows with ``sequence`` null (event ids kept)."""
+    out = []
+    for line in lines:
+        obj = json.loads(line)
+        obj["sequence"] = None
+        out.append(json.dumps(obj).encode())
+    return out
+
+
+def test_rows_without_sequence_are_applied_in_arrival_order() -> None:
+    got, _ = outcomes(unsequenced(conversation()), SEQUENCE, NOT_SET_LAST)
+    # Decided by a row without a sequence: there is no sequence to report.
+    assert got == [("passed", None), ("passed", None)]
+
+
+def test_a_row_without_sequence_is_de_duplicated_by_event_id() -> None:
+    lines = unsequenced(conversation())
+    again = [*lines[:7], lines[4], *lines[7:]]  # a.x = 1 delivered again after a.x = 2
+    got, stats = outcomes(again, NOT_SET_LAST)
+    assert got == [("passed", None)]  # without the id check the last write would be 1
+    assert stats.duplicates == 1
+
+
+def test_rows_without_sequence_or_event_id_are_never_taken_for_duplicates() -> None:
+    line = row(None, event_id=None, memory_set={"key": "a.x", "value_json": "1"})
+    _, stats = outcomes([line, line, line], NOT_SET_LAST)
+    assert (stats.events, stats.duplicates) == (3, 0)
+
+
+def test_a_row_without_sequence_waits_behind_the_rows_that_came_before_it() -> None:
+    # 2 arrives before 1; the sequence-less write of a.x = 1 arrives after 2, so it
+    # is applied after 2 (and after 1, which fills the gap), never before them.
+    lines = [row(0, session_started={}), row(2, memory_set={"key": "a.x", "value_json": "2"}),
+             row(None, event_id="e-x", memory_set={"key": "a.x", "value_json": "1"}),
+             row(1, user={"text": "hi"})]
+    got, stats = outcomes(lines, NOT_SET_LAST)
+    assert got == [("failed", None)]  # the last write was 1
+    assert stats.held == 0 and stats.gaps == 0
+
+
+# --------------------------------------------------------------------------
+# The runner gives a gap up after a real wait
+# --------------------------------------------------------------------------
+
+
+async def test_a_gap_is_given_up_after_the_gap_timeout_not_on_a_short_quiet() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
+    decided: list[tuple[float, ms.Decision]] = []
+    started = anyio.current_time()
+    runner = Runner(evaluator, linger=0.1, gap_timeout=0.8,
+                    on_decisions=lambda ds: decided.extend(
+                        (anyio.current_time() - started, d) for d in ds))
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+        async def simulator() -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(row(0, session_started={}) + b"\n")
+                await stream.send(row(2, skill_activated={"skill_id": "k"}) + b"\n")  # 1 lost
+                await anyio.sleep(0.3)  # quiet, but not for long enough
+                assert decided == []
+                await anyio.sleep(1.2)
+                await stream.send(row(3, session_ended={}) + b"\n")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(simulator)
+            await runner.run(feed)
+    [(when, decision)] = decided
+    assert (decision.verdict, decision.decided_at) == ("passed", 2)
+    assert 0.7 <= when <= 1.5
+    stats = evaluator.statistics()
+    assert (stats.gaps, stats.held) == (1, 0)
+
+
+async def test_release_held_gives_up_one_conversations_gap() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
+    evaluator.push_line(row(0, "a", session_started={}))
+    evaluator.push_line(row(2, "a", skill_activated={"skill_id": "k"}))
+    evaluator.push_line(row(2, "b", skill_activated={"skill_id": "k"}))
+    assert sorted(evaluator.holding()) == ["a", "b"]
+    [decision] = evaluator.release_held("a")
+    assert (decision.conversation_id, decision.decided_at) == ("a", 2)
+    assert evaluator.holding() == ["b"]
