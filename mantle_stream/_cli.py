@@ -2,7 +2,7 @@
 
 The outermost edge. Parses arguments, loads scenarios, runs an evaluator over
 a feed through :class:`~mantle_stream._run.Runner`, shows verdicts (report,
-live view or plain lines) and maps outcomes to the exit codes of ``cli.md``:
+live view or plain lines) and maps outcomes to the exit codes the README lists:
 0 all passed, 1 an assertion failed, 2 nothing could be judged as asked.
 User errors print a message, never a traceback.
 """

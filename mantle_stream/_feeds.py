@@ -1,6 +1,6 @@
 """Every event source behind one async interface: files, pipes, tailed logs, sockets.
 
-An edge module (style.md §1). The engine consumes :class:`Chunk` values --
+An edge module (docs/architecture.md). The engine consumes :class:`Chunk` values --
 runs of complete lines tagged with where they came from -- and never learns
 whether the bytes came from a file, standard input, a log still being written
 or a simulator on a socket. The event loop, worker threads, files and sockets

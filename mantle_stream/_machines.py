@@ -18,7 +18,7 @@ whose size is bounded by the assertion — a bitmask, a cursor, a counter, the
 last near miss — never by the conversation's length. ``state()`` and
 ``restore()`` expose that state as plain data for checkpoints.
 
-When a machine decides, as a table (see spec/semantics.md):
+When a machine decides, as a table (see docs/semantics.md):
 
 =====================================  ======================  =====================
 machine                                decides early            at finish

@@ -2,7 +2,7 @@
 
 An edge module. The JSONL writer appends one JSON object per decided verdict
 and flushes after each batch, so another process can tail the file while the
-run goes on (``cli.md``: conversation_id, scenario, index, kind, verdict,
+run goes on (README, "Command line": conversation_id, scenario, index, kind, verdict,
 decided_at, reason). The JUnit file has one ``<testsuite>`` per conversation
 and one ``<testcase>`` per assertion, the shape Jenkins, GitLab and GitHub
 test reporters read; it is written atomically at the end of the run.

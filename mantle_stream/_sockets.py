@@ -1,6 +1,6 @@
 """Socket feeds: the ``tcp://`` and ``unix:`` listeners, and whom they let in.
 
-An edge module (style.md §1), split from :mod:`mantle_stream._feeds`, which
+An edge module (docs/architecture.md), split from :mod:`mantle_stream._feeds`, which
 defines the :class:`~mantle_stream._feeds.Feed` interface implemented here
 and stays the one entry point: ``open_feed`` hands ``tcp://`` and ``unix:``
 specs to :func:`open_socket_feed`. Everything in this module is about a

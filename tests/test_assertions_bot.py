@@ -1,6 +1,6 @@
 """Agent messages: `bot_uttered` and `bot_did_not_utter`.
 
-Reference ("Agent messages") and semantics.md: a message matches when every
+Reference ("Agent messages") and docs/semantics.md: a message matches when every
 given field matches that same message - `utter_name` equal, `text_matches` a
 Python regex searched anywhere in the text (no text never matches),
 `buttons` equal as a list (same length and order, each title equal, each
@@ -109,7 +109,7 @@ MESSAGE_CASES = [
     pytest.param({"buttons": [{"title": "Yes"}, {"title": "No"}]}, bot("?", buttons=YES_NO), True,
                  id="buttons-payload-omitted-matches-any"),
     pytest.param({"buttons": YES_NO[::-1]}, bot("?", buttons=YES_NO), False, id="buttons-order"),
-    # semantics.md: at least as many carried as listed; each listed position equal.
+    # docs/semantics.md: at least as many carried as listed; each listed position equal.
     pytest.param({"buttons": YES_NO[:1]}, bot("?", buttons=YES_NO), True,
                  id="buttons-fewer-listed-than-carried"),
     pytest.param({"buttons": YES_NO[1:]}, bot("?", buttons=YES_NO), False,

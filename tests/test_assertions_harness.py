@@ -3,13 +3,13 @@
 The behaviour tests describe a conversation as a list of :class:`Ev` (one
 tracker event each, built by the small factories below) and mark the event
 that must decide the assertion with :func:`D`. :func:`judge` turns the list
-into ProtoJSON wire lines (``events.md``: envelope + exactly one payload key,
+into ProtoJSON wire lines (the README's "Event format": envelope + exactly one payload key,
 ``value_json``/``arguments_json`` as JSON strings), pushes them one by one
 through the public API (``mantle_stream.Evaluator.push_line``), finishes the
 conversation and returns what the engine decided.
 
 While driving, :func:`judge` checks the invariants every test relies on
-(``semantics.md``, "Verdicts"): a decision reported while pushing an event
+(``docs/semantics.md``, "Verdicts"): a decision reported while pushing an event
 carries that event's ``sequence`` as ``decided_at`` (None for decisions caused
 by ``session_ended``), every assertion is decided exactly once, the final
 results repeat the decisions, and every reason is a non-empty single line.
@@ -79,7 +79,7 @@ def kind_of(assertion: dict[str, Any]) -> str:
 class Ev:
     """One tracker event: a ProtoJSON payload, or a flat row when ``flat``.
 
-    ProtoJSON rows are written as Mantle writes them (events.md): every unset
+    ProtoJSON rows are written as Mantle writes them: every unset
     optional envelope field ``null``, ``metadata`` a JSON *string* or null.
     """
 
@@ -180,7 +180,7 @@ def tool(name: str, *, source: str = "local", server: str | None = None,
 
 
 def flat(ev: Ev, *, with_sequence: bool = True) -> Ev:
-    """The same event in the flat shape of a tracker document (events.md section 2)."""
+    """The same event in the flat shape of a tracker document."""
     payload = dict(ev.payload)
     if ev.key == "memory_set":
         payload["value"] = json.loads(payload.pop("value_json"))
@@ -201,7 +201,7 @@ def calm_slot(name: str, value: Any, *, with_sequence: bool = True) -> Ev:
 # Typed values (memory values and tool arguments alike)
 # --------------------------------------------------------------------------
 
-# (expected, written, equal?) - semantics.md "Value equality": numbers by value
+# (expected, written, equal?) - docs/semantics.md "Matching": numbers by value
 # (JSON has one number type), booleans only equal booleans.
 TYPED_VALUES = [
     pytest.param(True, True, True, id="true-eq-true"),

@@ -1,6 +1,6 @@
 """Skill and ordered-block checks: `skill_*` and `ordered_block_*` assertions.
 
-Reference ("Skill", "Ordered block") and semantics.md: a check passes at the
+Reference ("Skill", "Ordered block") and docs/semantics.md: a check passes at the
 first matching event and otherwise fails at the end; `step_id` narrows
 cancel/interrupt/resume (and block completed); `block_id` must match; a skill
 check never matches an ordered-block event and the other way around.

@@ -1,6 +1,6 @@
 """Memory checks: `memory_was_set`, `memory_was_not_set`, `memory_was_cleared`.
 
-Reference ("Memory") and semantics.md: writes and clears are separate
+Reference ("Memory") and docs/semantics.md: writes and clears are separate
 events; values compare strictly and typed; a check with several entries is
 the AND of its entries (fails as soon as one fails, passes when all passed);
 memory_was_not_set with a value is judged on the last write, at the end.
@@ -132,7 +132,7 @@ def test_was_set_value_equality_is_typed(expected: Any, written: Any, equal: boo
 
 
 def test_was_set_integer_value_json_stays_an_integer() -> None:
-    # events.md: "42" is 42, not 42.0 - so it equals the integer 42 ...
+    # value_json "42" is 42, not 42.0 - so it equals the integer 42 ...
     assert_outcome(was_set((CARD, 42)), [user(), D(setm(CARD, 42))], "passed")
 
 
@@ -213,7 +213,7 @@ def test_not_set_without_value_is_not_broken_by_a_clear() -> None:
 ])
 def test_not_set_with_value_is_judged_on_the_last_write_at_the_end(
         writes: list[Any], verdict: str) -> None:
-    # semantics.md: never decided early ("a later write can change the last write").
+    # docs/semantics.md: never decided early ("a later write can change the last write").
     assert_outcome(not_set((FRAUD, True)), [user(), *writes, user(), bot("bye")], verdict)
 
 

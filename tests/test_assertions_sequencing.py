@@ -1,6 +1,6 @@
 """`sequencing`: each step matches an event strictly after the previous step's event.
 
-Reference ("Sequencing") and semantics.md: other events may sit between
+Reference ("Sequencing") and docs/semantics.md: other events may sit between
 steps; each step is matched at the earliest possible event; steps are
 skill, ordered-block and tool_executed checks in their usual
 shape and memory_was_set / memory_was_cleared with the key as a string.

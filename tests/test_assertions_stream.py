@@ -1,11 +1,11 @@
 """Every assertion kind over a live stream: endings, finality, several
 conversations, legacy rows and checkpoints.
 
-semantics.md "Verdicts": once passed or failed a verdict never changes; at
+docs/semantics.md "Verdicts": once passed or failed a verdict never changes; at
 conversation end (`session_ended`) every pending assertion resolves with
-``decided_at`` None; events.md: events after the end change nothing, each
+``decided_at`` None; events after the end change nothing, each
 conversation is judged on its own, legacy flat rows read as their ProtoJSON
-counterparts. style.md: a conversation's state is plain data, so it can be
+counterparts. A conversation's state is plain data, so it can be
 checkpointed and restored elsewhere with the same outcome.
 """
 

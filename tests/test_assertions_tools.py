@@ -1,6 +1,6 @@
 """`tool_executed`: one recorded tool run matching every field set.
 
-Reference ("Tools") and semantics.md "tool_executed": tool_name and source
+Reference ("Tools") and docs/semantics.md "tool_executed": tool_name and source
 must equal; with source mcp, mcp_server too; skill_id, is_error and each
 listed argument, when given, must equal (typed); arguments not listed are
 ignored and a listed key missing from the call does not match. Lifecycle

@@ -1,9 +1,10 @@
 """`tools_within_one_turn`: every listed call ran during the same user turn.
 
-Reference ("tools_within_one_turn") and semantics.md: a turn starts at each
-`user` event, events before the first one are turn 0; only counted runs are
-considered (local `complete_skill`, `set_fields`, `listen`, `hangup` are not
-counted; `search_knowledge` and `cannot_help` are); each listed call takes a
+Reference ("tools_within_one_turn") and docs/semantics.md: a turn starts at each
+real user message (test_rasa_parity.py has the rule), events before the first
+one are turn 0; only counted runs are considered (framework tools such as
+`complete_skill`, `set_fields`, `listen`, `hangup` are not counted, whatever
+their source; `search_knowledge` and `cannot_help` are); each listed call takes a
 different run (a maximum matching, not greedy first fit); `ordered: true`
 needs the assigned runs in listed order; `allow_extra_calls: false` needs no
 counted run beyond the assigned ones. Decided: with extras allowed at the run
@@ -46,7 +47,7 @@ bal, order = tool("check_balance"), tool("order_replacement")
 
 REFERENCE = within(BAL, ORD, extras=False, ordered=True)
 
-# semantics.md "Framework tools": recognised by name, whatever their source.
+# docs/semantics.md "Framework tools": recognised by name, whatever their source.
 LIFECYCLE = ["activate", "complete", "complete_skill", "cancel", "set_fields", "correct",
              "resolve_tool_confirmation", "listen", "hangup"]
 COUNTED_MANTLE = ["search_knowledge", "cannot_help"]

@@ -1,4 +1,4 @@
-"""The command line, run for real as a subprocess (cli.md: commands, exit codes, report)."""
+"""The command line, run for real as a subprocess: commands, exit codes, report."""
 
 from __future__ import annotations
 

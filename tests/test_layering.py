@@ -1,4 +1,4 @@
-"""The pure core imports neither anyio nor rich and does no I/O (style.md §1)."""
+"""The pure core imports neither anyio nor rich and does no I/O (docs/architecture.md)."""
 
 from __future__ import annotations
 

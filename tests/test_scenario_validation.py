@@ -1,11 +1,11 @@
 """Scenario validation: every rule of the assertion reference, one behaviour per test.
 
-Sources: ``assertions-reference.txt`` (required / optional / rejected keys per
-check, memory values, sequencing), ``semantics.md`` ("Matching rules": the
+Sources: Mantle's assertion reference (required / optional / rejected keys
+per check, memory values, sequencing), docs/semantics.md ("Matching": the
 ``session.`` prefix, null values, YAML typing, unknown keys, sequencing and
-tools_within_one_turn limits), ``cli.md`` (scenario file shape, ``validate``,
-exit status 2) and ``style.md`` #5 (compiler-style diagnostics, every problem
-at once, 1-based positions, user names in backticks).
+tools_within_one_turn limits), the README (scenario file shape, ``validate``,
+exit status 2) and compiler-style diagnostics (every problem at once, 1-based
+positions, user names in backticks).
 
 Most tests write a few lines of ``goals.assertions`` and compare whole
 diagnostics (line, column, message, hint). Positions in those tables are

@@ -1,9 +1,9 @@
 """The YAML layer of the scenario loader: scalars, keys, tags, aliases, limits.
 
-semantics.md, "YAML typing": scenario files use YAML 1.2 core-schema scalars
-(only ``true``/``false`` are booleans; no sexagesimal or underscore integers)
-and duplicate mapping keys are an error. style.md #5: every problem is a
-compiler-style diagnostic with a 1-based line and column, never a traceback.
+docs/semantics.md: scenario files use YAML 1.2 core-schema scalars (only
+``true``/``false`` are booleans; no sexagesimal or underscore integers) and
+duplicate mapping keys are an error. Every problem is a compiler-style
+diagnostic with a 1-based line and column, never a traceback.
 
 Everything goes through the public API (``mantle_stream.load_scenario_text``,
 ``load_scenario_file``); typed values are observed where they matter:

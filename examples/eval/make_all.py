@@ -5,7 +5,7 @@ and its `evaluate_agent` command would have written them.
 The conversations are described once, below, in a compact form (one tuple per
 recorded event, with its offset in seconds from the session start). This
 script expands them mechanically into what the engine really emits
-(`spec/events.md`), deterministically (seeded; the same bytes on every run):
+(the README's "Event format"), deterministically (seeded; the same bytes on every run):
 
 - `events/<scenario>.jsonl`: the ProtoJSON lines of the conversations run for
   that scenario (file stem = scenario file stem), one conversation after the
@@ -27,7 +27,7 @@ the events: only the results folder links a conversation to its scenario.
 
 The verdicts written into the results are the hand-derived ones of
 `expected.md` (repeated in VERDICTS below), except where Rasa 3.21's
-evaluator diverges from mantle_stream (`spec/semantics.md`, "Divergences").
+evaluator diverges from mantle_stream (`docs/semantics.md`, "Divergences").
 
     python examples/eval/make_all.py           # write every data file
     python examples/eval/make_all.py --check   # exit 1 if a file on disk differs (or is stale)
@@ -749,7 +749,7 @@ RASA_BUTTON_PAYLOAD = {3: False}
 
 # Per conversation: mantle_stream's verdict of each assertion (P passed, F failed),
 # hand-derived in expected.md (--check compares the two); the assertions where
-# Rasa 3.21's evaluator records another `passed` (semantics.md, "Divergences");
+# Rasa 3.21's evaluator records another `passed` (docs/semantics.md, "Divergences");
 # the LLM judge's verdict on each criterion.
 VERDICTS: dict[str, tuple[str, dict[int, bool], str]] = {
     'card-replace-ok-1':        ("PPPPPPPPPPPP", {}, "PPP"),
