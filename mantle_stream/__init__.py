@@ -5,12 +5,14 @@ The public API::
     import mantle_stream as ms
 
     scenarios = ms.load_scenarios(["eval/scenarios/"])
-    evaluator = ms.Evaluator(scenarios)
+    runs = ms.load_results("eval/results/2026-12-01T09-00-00")  # which scenario each ran
+    evaluator = ms.Evaluator(scenarios,
+                             assignments={cid: run.scenario for cid, run in runs.items()})
     for line in feed:
         for decision in evaluator.push_line(line):
             print(decision.conversation_id, decision.index, decision.verdict, decision.reason)
     evaluator.finish_all()
-    report = ms.build_report(evaluator)
+    report = ms.build_report(evaluator, runs)
 """
 
 from mantle_stream._diagnostics import Diagnostic
@@ -24,6 +26,7 @@ from mantle_stream._errors import (
 )
 from mantle_stream._events import Event, EventDecoder
 from mantle_stream._report import Report, build_report, exit_status
+from mantle_stream._results import RecordedRun, load_results
 from mantle_stream._run import Runner, RunOutcome, StopMessage, run_feed
 from mantle_stream._scenario import (
     Scenario,
@@ -53,6 +56,7 @@ __all__ = [
     "EventError",
     "FeedError",
     "MantleStreamError",
+    "RecordedRun",
     "Report",
     "RunOutcome",
     "Runner",
@@ -67,6 +71,7 @@ __all__ = [
     "build_report",
     "exit_status",
     "load_scenario_file",
+    "load_results",
     "load_scenario_text",
     "load_scenarios",
     "run_feed",

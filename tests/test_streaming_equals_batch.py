@@ -645,6 +645,22 @@ def test_oracle_flat_events_judge_like_protojson() -> None:
     assert evaluate(REFERENCE_EXAMPLES, events) == [(v, None) for v, _ in ALL_PASS_EXPECTED]
 
 
+def test_oracle_reads_a_tracker_document() -> None:
+    """A tracker document's events, older CALM rows mixed in, judge like the rest; the
+    end of the list ends the conversation."""
+    legacy = [
+        {"event": "action", "timestamp": 1.0, "name": "action_listen", "policy": None},
+        {"event": "slot", "timestamp": 1.0, "name": "requested_slot", "value": None},
+        {"event": "flow_started", "timestamp": 1.0, "flow_id": "transfer_money"},
+        {"event": "stack", "timestamp": 1.0, "update": "[]"},
+    ]
+    events = [flat(event) for event in ALL_PASS_CONVERSATION]
+    document = {"sender_id": CID, "events": [*legacy[:2], *events[:9], *legacy[2:], *events[9:]]}
+    assert evaluate(REFERENCE_EXAMPLES, document["events"]) == [
+        (v, None) for v, _ in ALL_PASS_EXPECTED
+    ]
+
+
 def test_engine_reference_examples_all_pass() -> None:
     assert engine_outcomes(REFERENCE_EXAMPLES, ALL_PASS_CONVERSATION) == ALL_PASS_EXPECTED
 
