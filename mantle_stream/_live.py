@@ -111,9 +111,10 @@ class LiveSnapshot(msgspec.Struct, frozen=True):
 
 def decision_line(decision: Decision) -> str:
     """One plain line for a decided verdict (the non-terminal fallback)."""
-    where = "at end" if decision.decided_at is None else f"at seq {decision.decided_at}"
+    where = ("" if decision.verdict == "skipped" else " at end" if decision.decided_at is None
+             else f" at seq {decision.decided_at}")
     return (f"{decision.conversation_id}  #{decision.index} {decision.kind:<18} "
-            f"{decision.verdict.upper()} {where} (turn {decision.turn}): "
+            f"{decision.verdict.upper()}{where} (turn {decision.turn}): "
             f"{_one_line(decision.reason)}")
 
 
