@@ -36,6 +36,7 @@ __all__ = [
     "assert_outcome",
     "block",
     "bot",
+    "call",
     "calm_slot",
     "checkpointed",
     "clear",
@@ -50,6 +51,7 @@ __all__ = [
     "started",
     "tool",
     "user",
+    "within",
 ]
 
 
@@ -68,6 +70,19 @@ def scenario(*assertions: dict[str, Any], name: str = "t") -> ms.Scenario:
 def kind_of(assertion: dict[str, Any]) -> str:
     [kind] = assertion
     return kind
+
+
+def call(name: str, source: str = "local", **fields: Any) -> dict[str, Any]:
+    """A ``tool_executed`` check (a listed call of ``tools_within_one_turn`` too)."""
+    return {"tool_executed": {"tool_name": name, "source": source, **fields}}
+
+
+def within(*calls: dict[str, Any], extras: bool, ordered: bool | None = None) -> dict[str, Any]:
+    """A ``tools_within_one_turn`` check of ``calls``."""
+    body: dict[str, Any] = {"allow_extra_calls": extras, "calls": list(calls)}
+    if ordered is not None:
+        body["ordered"] = ordered
+    return {"tools_within_one_turn": body}
 
 
 # --------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from test_assertions_harness import (
     skill,
     tool,
     user,
+    within,
 )
 
 import mantle_stream as ms
@@ -43,11 +44,6 @@ REASON, FRAUD, DRAFT = f"{CR}.replacement_reason", f"{CR}.fraud_review", f"{CR}.
 ORDER_CALL = {"tool_executed": {"tool_name": "order_replacement", "source": "local"}}
 BAL_CALL = {"tool_executed": {"tool_name": "check_balance", "source": "local"}}
 bal, order = tool("check_balance"), tool("order_replacement", skill_id=CR)
-
-
-def within(*calls: dict[str, Any], extras: bool, ordered: bool = False) -> dict[str, Any]:
-    return {"tools_within_one_turn": {"calls": list(calls), "allow_extra_calls": extras,
-                                      "ordered": ordered}}
 
 
 # --------------------------------------------------------------------------

@@ -22,25 +22,15 @@ from test_assertions_harness import (
     Ev,
     assert_outcome,
     bot,
+    call,
     end,
     judge,
     setm,
     skill,
     tool,
     user,
+    within,
 )
-
-
-def call(name: str, source: str = "local", **fields: Any) -> dict[str, Any]:
-    return {"tool_executed": {"tool_name": name, "source": source, **fields}}
-
-
-def within(*calls: dict[str, Any], extras: bool, ordered: bool | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"allow_extra_calls": extras, "calls": list(calls)}
-    if ordered is not None:
-        body["ordered"] = ordered
-    return {"tools_within_one_turn": body}
-
 
 BAL, ORD = call("check_balance"), call("order_replacement")
 bal, order = tool("check_balance"), tool("order_replacement")

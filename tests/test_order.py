@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from test_assertions_harness import scenario
 
 import mantle_stream as ms
 from mantle_stream._feeds import open_feed
@@ -28,11 +29,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def scenario(*assertions: dict[str, Any]) -> ms.Scenario:
-    return ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "t", "simulation_context": "x", "goals": {"assertions": list(assertions)}}}))
 
 
 def row(seq: int | None, cid: str = "c", event_id: str | None = None, **payload: Any) -> bytes:

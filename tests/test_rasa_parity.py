@@ -18,21 +18,13 @@ from test_assertions_harness import (
     Ev,
     assert_outcome,
     bot,
+    call,
     setm,
     started,
     tool,
     user,
+    within,
 )
-
-
-def call(name: str, source: str = "local", **fields: Any) -> dict[str, Any]:
-    return {"tool_executed": {"tool_name": name, "source": source, **fields}}
-
-
-def within(*calls: dict[str, Any], extras: bool, ordered: bool = False) -> dict[str, Any]:
-    return {"tools_within_one_turn": {"allow_extra_calls": extras, "ordered": ordered,
-                                      "calls": list(calls)}}
-
 
 YES_NO = [{"title": "Yes", "payload": "/affirm"}, {"title": "No", "payload": "/deny"}]
 
