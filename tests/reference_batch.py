@@ -1,7 +1,7 @@
 """Reference batch evaluator: the test oracle for the streaming engine.
 
-Written from ``/work/shared/spec`` alone (``assertions-reference.txt``,
-``semantics.md``, ``events.md``) and deliberately independent of
+Written from the specification alone (Mantle's assertion reference,
+``docs/semantics.md``, the README's event format) and deliberately independent of
 ``mantle_stream``. It looks at one *finished* conversation at a time and
 evaluates every assertion with plain loops over the whole event list: no
 state machines, no incremental tricks, clarity over speed.
@@ -13,7 +13,7 @@ Inputs
     of one-key dicts such as ``{"skill_activated": {"skill_id": "x"}}``.
 ``events``
     One conversation's events, in order, de-duplicated, in the *real* wire
-    shapes of ``events.md``: each one either a ProtoJSON object as decoded
+    shapes of the README's event format: each one either a ProtoJSON object as decoded
     from a JSON line (envelope plus exactly one payload key, ``metadata`` a
     JSON string or null, ``value_json`` / ``arguments_json`` JSON texts), or
     a flat event ``{"event": kind, ...}`` as in a tracker document
@@ -31,7 +31,7 @@ when the end of the conversation decided it. :func:`evaluate_positions`
 gives the deciding event's position in the input list instead.
 
 Where Rasa 3.21's evaluator and the reference disagree, this oracle follows
-the mantle_stream column of semantics.md's "Divergences" table.
+the mantle_stream column of docs/semantics.md's "Divergences" table.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ READ_KINDS = frozenset(
         *BLOCK_KINDS,
     }
 )
-# ProtoJSON kinds no check reads (events.md): accepted and skipped.
+# ProtoJSON kinds no check reads (the README's event format): accepted and skipped.
 SKIPPED_KINDS = (
     "stack",
     "action",
@@ -102,7 +102,7 @@ ENVELOPE_KEYS = frozenset(
     }
 )
 # Mantle's framework tools, whatever their source: tools_within_one_turn neither
-# counts them nor lets them satisfy a listed call (semantics.md, Framework tools).
+# counts them nor lets them satisfy a listed call (docs/semantics.md, Framework tools).
 FRAMEWORK_TOOLS = frozenset(
     {
         "activate",
@@ -240,7 +240,7 @@ def is_counted_run(event: Event) -> bool:
 
 
 def values_equal(expected: Any, actual: Any) -> bool:
-    """JSON equality by type and value (semantics.md, Value equality).
+    """JSON equality by type and value (docs/semantics.md, Value equality).
 
     Strings equal strings exactly; numbers equal numbers by value (``1`` ==
     ``1.0``); booleans equal only booleans (``True`` != ``1``); ``None`` only
@@ -482,7 +482,7 @@ def brute_force_assignment_exists(
 
 
 def eval_tools_within_one_turn(spec: Mapping[str, Any], events: Sequence[Event]) -> Decided:
-    """Some single user turn holds every listed call (see semantics.md)."""
+    """Some single user turn holds every listed call (see docs/semantics.md)."""
     calls = [call["tool_executed"] for call in spec["calls"]]
     ordered = bool(spec.get("ordered", False))
     index_of = {id(event): index for index, event in enumerate(events)}

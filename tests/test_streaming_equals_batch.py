@@ -1,6 +1,6 @@
 """The streaming engine must agree with the reference batch evaluator.
 
-semantics.md: "A verdict equals the one Rasa's own evaluator reaches on the
+docs/semantics.md: "A verdict equals the one Rasa's own evaluator reaches on the
 finished conversation, except where that evaluator contradicts the
 reference's explicit text [...] Streaming changes only *when* a verdict is
 known, never *what* it is."
@@ -13,7 +13,7 @@ known, never *what* it is."
   never changes, and is reported while pushing the line that let the engine
   apply the deciding event (by the streaming contract's reorder buffer);
 * example tests of the oracle itself on the reference's examples and on the
-  decisions written down in semantics.md (each divergence, the turn rule,
+  decisions written down in docs/semantics.md (each divergence, the turn rule,
   the framework-tool list, the numeric rule, the buttons rule); the same
   examples then go through the engine, one test each, so a disagreement
   names its rule.
@@ -83,8 +83,8 @@ HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_t
 # ``slow`` variants below run many more examples (``pytest -m slow``). Shrinking
 # a failure can take minutes (about 50 ms an example), hence SHRINK_TIMEOUT: a
 # pytest-timeout during shrinking would hide the falsifying example.
-ORACLE_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=HEALTH)
-PROPERTY_SETTINGS = settings(ORACLE_SETTINGS, max_examples=150)
+ORACLE_SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=HEALTH)
+PROPERTY_SETTINGS = settings(ORACLE_SETTINGS, max_examples=120)
 LONG_SETTINGS = settings(ORACLE_SETTINGS, max_examples=2000)
 
 SHRINK_TIMEOUT = pytest.mark.timeout(420)
@@ -487,7 +487,7 @@ def engine_outcomes(
 # The spec's literal example feed and the reference's examples
 # --------------------------------------------------------------------------
 
-# Verbatim from events.md.
+# Verbatim: the example conversation of Mantle's event contract.
 SPEC_EXAMPLE_LINES = [
     b'{"conversation_id":"sim-7c1e","timestamp":1767261600.01,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000001","sequence":0,"session_started":{},"user_id":null,"deployment_environment":null,"session_id":null}',
     b'{"conversation_id":"sim-7c1e","timestamp":1767261601.20,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000002","sequence":1,"user":{"text":"my card is damaged","parse_data":{},"input_channel":"rest","message_id":"m1","anonymized_at":null},"user_id":null,"deployment_environment":null,"session_id":null}',  # noqa: E501
@@ -501,7 +501,7 @@ SPEC_EXAMPLE_LINES = [
     b'{"conversation_id":"sim-7c1e","timestamp":1767261611.00,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-00000000000a","sequence":9,"session_ended":{},"user_id":null,"deployment_environment":null,"session_id":null}',
 ]  # fmt: skip
 
-# Every example assertion in assertions-reference.txt, in order.
+# Every example assertion in Mantle's assertion reference, in order.
 REFERENCE_EXAMPLES: list[dict[str, Any]] = [
     {"skill_activated": {"skill_id": "card_replace"}},
     {"skill_completed": {"skill_id": "card_replace"}},
@@ -536,7 +536,7 @@ REFERENCE_EXAMPLES: list[dict[str, Any]] = [
 ]
 
 # The reference examples, plus the buttons and utter_name of its bot message,
-# over the events.md example conversation.
+# over the README's example conversation.
 SPEC_EXAMPLE_ASSERTIONS = [
     *REFERENCE_EXAMPLES,
     {
@@ -564,13 +564,13 @@ SPEC_EXAMPLE_EXPECTED: list[Outcome] = [
 
 
 def test_oracle_on_spec_example_feed() -> None:
-    """The oracle on the literal events.md feed and the reference's examples."""
+    """The oracle on the literal example feed and the reference's examples."""
     events = [json.loads(line) for line in SPEC_EXAMPLE_LINES]
     assert evaluate(SPEC_EXAMPLE_ASSERTIONS, events) == SPEC_EXAMPLE_EXPECTED
 
 
 def test_engine_on_spec_example_feed() -> None:
-    """The engine on the literal events.md feed agrees with the oracle."""
+    """The engine on the literal example feed agrees with the oracle."""
     result = Run(SPEC_EXAMPLE_ASSERTIONS, SPEC_EXAMPLE_LINES)
     got = [(verdict, decided_at) for _, _, verdict, decided_at in result.outcomes(CID)]
     assert got == SPEC_EXAMPLE_EXPECTED
@@ -671,7 +671,7 @@ def test_engine_flat_events_one_per_line() -> None:
 
 
 # --------------------------------------------------------------------------
-# c. the rules of semantics.md, example by example (oracle, then engine)
+# c. the rules of docs/semantics.md, example by example (oracle, then engine)
 # --------------------------------------------------------------------------
 
 SK = "card_replace"
@@ -890,7 +890,7 @@ RULE_IDS = [name for name, *_ in RULE_EXAMPLES]
 def test_oracle_rule(
     name: str, assertion: dict[str, Any], events: list[dict[str, Any]], expected: Outcome
 ) -> None:
-    """The oracle on one written-down rule of semantics.md."""
+    """The oracle on one written-down rule of docs/semantics.md."""
     assert check(assertion, events) == expected
 
 
@@ -1051,7 +1051,7 @@ def test_oracle_non_turn_texts(text: str | None) -> None:
     ],
 )
 def test_oracle_value_equality(expected: Any, actual: Any, equal: bool) -> None:
-    """Numbers by value, booleans only booleans (semantics.md, Value equality)."""
+    """Numbers by value, booleans only booleans (docs/semantics.md, Value equality)."""
     assert values_equal(expected, actual) is equal
     assert values_equal(actual, expected) is equal
 
@@ -1105,7 +1105,7 @@ def test_oracle_matching_equals_brute_force(
 @given(abstract_conversations(max_events=10), st.randoms(use_true_random=False))
 def test_wire_shapes_normalize_to_the_drawn_event(abstract: list[dict[str, Any]], rnd: Any) -> None:
     """ProtoJSON and flat renderings of an event normalize to the event drawn: the
-    strategies and the oracle read the wire shapes of events.md the same way."""
+    strategies and the oracle read the wire shapes the same way."""
     for event in abstract:
         as_proto = render_proto("c", event, 7, "e-7", 1.5, rnd)
         as_flat = render_flat(event, 1.5, rnd, sender_id="c")
