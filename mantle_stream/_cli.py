@@ -10,6 +10,7 @@ User errors print a message, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
 import os
@@ -38,6 +39,8 @@ from mantle_stream._verdicts import Decision
 __all__ = ["main"]
 
 EXIT_INTERRUPTED = 130
+#: Standard output was closed by its reader (a pipe into `head`): 128 + SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
@@ -192,7 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return _demo(args)
         return _check_or_watch(args)
+    except BrokenPipeError:
+        return _output_gone()
     except (MantleStreamError, BaseExceptionGroup) as exc:
+        if _found(exc, BrokenPipeError):
+            return _output_gone()
         error = _user_error(exc)
         if error is None:
             raise
@@ -204,6 +211,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # only before the run started: the run handles its own
         print("mantle-stream: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _found(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``exc`` is, or a task group's exception group holds, a ``kind``."""
+    if isinstance(exc, kind):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and any(_found(e, kind) for e in exc.exceptions)
+
+
+def _output_gone() -> int:
+    """Standard output's reader went away (``watch ... | head``): end quietly.
+
+    What is still buffered is dropped (pointing standard output at the null
+    device keeps the interpreter's final flush from failing again), and the
+    exit status is the one a process ended by SIGPIPE has, as ``yes | head``.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _user_error(exc: BaseException) -> MantleStreamError | None:

@@ -53,7 +53,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mantle_stream._errors import CONTROL_ESCAPES
-from mantle_stream._table import MARKS, verdict_text
+from mantle_stream._table import MARKS, literal, verdict_text
 from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
 
 __all__ = [
@@ -113,7 +113,7 @@ def decision_line(decision: Decision) -> str:
     """One plain line for a decided verdict (the non-terminal fallback)."""
     where = ("" if decision.verdict == "skipped" else " at end" if decision.decided_at is None
              else f" at seq {decision.decided_at}")
-    return (f"{decision.conversation_id}  #{decision.index} {decision.kind:<18} "
+    return (f"{_one_line(decision.conversation_id)}  #{decision.index} {decision.kind:<18} "
             f"{decision.verdict.upper()}{where} (turn {decision.turn}): "
             f"{_one_line(decision.reason)}")
 
@@ -216,7 +216,7 @@ class LiveView:
 def _header_lines(snap: LiveSnapshot, width: int) -> list[Text]:
     feed: list[Text] = []
     if snap.source:
-        feed.append(Text(snap.source, style="bold cyan"))
+        feed.append(literal(snap.source, "bold cyan"))
     feed += [
         Text(_clock(snap.elapsed), style="bold"),
         _count(snap.statistics.events, "event"),
@@ -295,10 +295,10 @@ def _details(snap: LiveSnapshot, width: int) -> list[RenderableType]:
             mark = verdict_text(a.verdict) if labels else _glyph(a.verdict)
             reason = _Clamped(_reason(a.reason), REASON_LINES)
             if reason_width >= MIN_REASON_WIDTH:
-                grid.add_row(mark, *row, reason)
+                grid.add_row(mark, *map(literal, row), reason)
                 continue
             # Too narrow for a reason column: the reason goes under its assertion.
-            grid.add_row(mark, *row, "")
+            grid.add_row(mark, *map(literal, row), "")
             lines.append(grid)
             if a.reason:
                 lines.append(Padding(reason, (0, 0, 0, mark_width + 1)))
@@ -334,8 +334,8 @@ def _facts(a: AssertionResult) -> tuple[str, str, str, str]:
 
 
 def _heading(conv: ConversationResult, stopped: bool) -> Table:
-    left = Text.assemble(verdict_text(conv.verdict), "  ", (conv.conversation_id, "bold"),
-                         "  ", (conv.scenario or "—", "dim"))
+    left = Text.assemble(verdict_text(conv.verdict), "  ", literal(conv.conversation_id, "bold"),
+                         "  ", literal(conv.scenario or "—", "dim"))
     right = Text.assemble(_count(conv.events, "event"), " · ", _count(conv.turns, "turn"))
     if stopped:
         right.append_text(Text.assemble(" · ", (f"{_STOP} stopped early", _STOP_STYLE)))
@@ -404,9 +404,9 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
                 row.append(Text.assemble(_glyph(conv.verdict), (
                     _STOP if conv.conversation_id in stopped else " ", _STOP_STYLE)))
             elif name == "conversation":
-                row.append(conv.conversation_id)
+                row.append(literal(conv.conversation_id))
             elif name == "scenario":
-                row.append(conv.scenario or "—")
+                row.append(literal(conv.scenario or "—"))
             elif name == "assertions":
                 progress = _strip(conv.assertions, cells)
                 if columns[name] > cells:  # room for the counts, right-aligned

@@ -10,13 +10,20 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from mantle_stream._errors import CONTROL_ESCAPES
 from mantle_stream._report import Report
 
-__all__ = ["MARKS", "ReportTable", "verdict_text"]
+__all__ = ["MARKS", "ReportTable", "literal", "verdict_text"]
 
 MARKS = {"passed": ("✔ passed", "green"), "failed": ("✘ failed", "bold red"),
          "pending": ("… pending", "yellow"), "skipped": ("- skipped", "dim"),
          "errored": ("! errored", "magenta")}
+
+
+def literal(text: str, style: str = "") -> Text:
+    """User- or event-supplied text as it is: never read as rich markup (``[bold]`` and
+    ``[/help]`` stay text) and never a terminal control sequence (escaped)."""
+    return Text(text.translate(CONTROL_ESCAPES), style=style)
 
 
 def verdict_text(verdict: str) -> Text:
@@ -34,8 +41,8 @@ class ReportTable:
         parts: list[Table | Text] = []
         for conv in self.report.conversations:
             table = Table(
-                title=Text.assemble((conv.conversation_id, "bold"), "  ",
-                                    (conv.scenario or "", "dim"), "  ",
+                title=Text.assemble(literal(conv.conversation_id, "bold"), "  ",
+                                    literal(conv.scenario or "", "dim"), "  ",
                                     verdict_text(conv.verdict)),
                 title_justify="left", expand=False, show_edge=True,
             )
@@ -47,19 +54,20 @@ class ReportTable:
             for a in conv.assertions:
                 at = "—" if a.verdict in ("skipped", "pending") else \
                     "end" if a.decided_at is None else str(a.decided_at)
-                table.add_row(str(a.index), a.kind, verdict_text(a.verdict), at, a.reason)
+                table.add_row(str(a.index), literal(a.kind), verdict_text(a.verdict), at,
+                              literal(a.reason))
             parts.append(table)
             if conv.recorded is not None:
                 for d in conv.recorded.differences:
-                    parts.append(Text(
+                    parts.append(literal(
                         f"  #{d.index} {d.kind}: {d.verdict} here, {d.recorded} in "
                         f"evaluate_agent's {conv.recorded.file} (see Divergences in "
-                        "docs/semantics.md)", style="yellow"))
+                        "docs/semantics.md)", "yellow"))
         for u in self.report.unmatched:
             named = f"scenario `{u.scenario}` is not loaded" if u.scenario else \
                 "no results file or metadata names its scenario"
-            parts.append(Text(f"not judged: {u.conversation_id} ({u.events} events): {named}",
-                              style="yellow"))
+            parts.append(literal(f"not judged: {u.conversation_id} ({u.events} events): "
+                                 f"{named}", "yellow"))
         s = self.report.summary
         parts.append(Text.assemble(
             f"{s.conversations} conversations: ", (f"{s.passed} passed", "green"), ", ",
