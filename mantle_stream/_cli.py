@@ -25,7 +25,13 @@ from rich.live import Live
 
 from mantle_stream import __version__
 from mantle_stream._engine import DEFAULT_REORDER_WINDOW, Evaluator
-from mantle_stream._errors import EventError, MantleStreamError, ScenarioError, UsageError
+from mantle_stream._errors import (
+    CONTROL_ESCAPES,
+    EventError,
+    MantleStreamError,
+    ScenarioError,
+    UsageError,
+)
 from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
 from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
@@ -380,7 +386,8 @@ def _warn_unmatched(report: Report) -> None:
         what = f"is a run of scenario `{u.scenario}`, which is not loaded" if u.scenario \
             else "has no scenario: several are loaded and no --results file or metadata " \
             "`scenario` names one"
-        print(f"mantle-stream: warning: conversation `{u.conversation_id}` {what}; not judged",
+        cid = u.conversation_id.translate(CONTROL_ESCAPES)
+        print(f"mantle-stream: warning: conversation `{cid}` {what}; not judged",
               file=sys.stderr)
 
 
