@@ -386,8 +386,8 @@ def _warn_unmatched(report: Report) -> None:
         what = f"is a run of scenario `{u.scenario}`, which is not loaded" if u.scenario \
             else "has no scenario: several are loaded and no --results file or metadata " \
             "`scenario` names one"
-        cid = u.conversation_id.translate(CONTROL_ESCAPES)
-        print(f"mantle-stream: warning: conversation `{cid}` {what}; not judged",
+        message = f"conversation `{u.conversation_id}` {what}; not judged"
+        print(f"mantle-stream: warning: {message.translate(CONTROL_ESCAPES)}",
               file=sys.stderr)
 
 
