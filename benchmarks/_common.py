@@ -104,11 +104,23 @@ def _meta(**fields: Any) -> str:
 
 def _payload(rng: random.Random, skipped: float,
              unknown: float) -> tuple[dict[str, Any], str | None]:
-    """One event's payload and envelope metadata (a JSON string or None)."""
-    if rng.random() < unknown:
+    """One event's payload and envelope metadata (a JSON string or None).
+
+    The same draws are made whatever the shares, so feeds of different mixes
+    hold the same known events at the same places, some of them replaced: a
+    comparison of two mixes is one of the replaced events alone.
+    """
+    known = _known_payload(rng)
+    r_unknown, r_skipped, which = rng.random(), rng.random(), rng.choice(_SKIPPED)
+    if r_unknown < unknown:
         return {"agent_reflection": {"text": "hm", "score": 0.5}}, None
-    if rng.random() < skipped:
-        return rng.choice(_SKIPPED)
+    if r_skipped < skipped:
+        return which
+    return known
+
+
+def _known_payload(rng: random.Random) -> tuple[dict[str, Any], str | None]:
+    """A payload of a kind some check reads, with its metadata."""
     r = rng.random()
     if r < 0.14:
         return {"user": {"text": rng.choice(["my card is damaged", "yes please",
