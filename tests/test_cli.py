@@ -215,3 +215,56 @@ def test_python_dash_m_and_version() -> None:
     proc = run("--version")
     assert proc.returncode == 0
     assert proc.stdout.startswith("mantle-stream ")
+
+
+# The ten example lines of Mantle's event contract, exactly as its broker writes them.
+SPEC_LINES = (Path(__file__).parent / "data" / "protojson_example.jsonl").read_text()
+
+SPEC_SCENARIO = """\
+scenario:
+  name: spec example
+  simulation_context: A customer whose card is damaged.
+  goals:
+    assertions:
+      - skill_activated: {skill_id: card_replace}
+      - memory_was_set: [{name: card_replace.replacement_reason, value: damaged}]
+      - tool_executed:
+          {tool_name: order_replacement, source: local, skill_id: card_replace,
+           arguments: {shipping: standard}}
+      - bot_uttered: {utter_name: utter_replacement_ordered, buttons: [{title: Track it}]}
+      - bot_uttered: {text_matches: "replacement.*(ordered|placed)"}
+      - skill_completed: {skill_id: card_replace}
+      - sequencing:
+          - memory_was_set: card_replace.replacement_reason
+          - tool_executed: {tool_name: order_replacement, source: local}
+          - skill_completed: {skill_id: card_replace}
+      - bot_did_not_utter: {utter_name: utter_cannot_help}
+      - memory_was_cleared: [{name: card_replace.draft_order_id}]
+      - tool_executed: {tool_name: order_replacement, source: local, skill_id: card_lock}
+      - bot_uttered: {buttons: [{title: Track it, payload: /other}]}
+      - tools_within_one_turn:
+          allow_extra_calls: false
+          calls:
+            - tool_executed: {tool_name: order_replacement, source: local}
+            - tool_executed: {tool_name: notify, source: local}
+"""
+
+
+def test_check_judges_every_example_line_of_the_event_contract(tmp_path: Path) -> None:
+    feed = tmp_path / "rasa_event.log"
+    feed.write_text(SPEC_LINES)
+    scen = tmp_path / "spec.yml"
+    scen.write_text(SPEC_SCENARIO)
+    proc = run("check", str(scen), "--events", str(feed), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    [conv] = json.loads(proc.stdout)["conversations"]
+    assert (conv["conversation_id"], conv["events"]) == ("sim-7c1e", 10)
+    # Derived by hand: the skill activates at 2, the reason is written at 4, the
+    # tool runs for card_replace at 5, the message with its button comes at 6, the
+    # skill completes at 8; nothing clears the draft, no run is for card_lock, the
+    # button's payload is /track, and `notify` never runs.
+    assert [(a["verdict"], a["decided_at"]) for a in conv["assertions"]] == [
+        ("passed", 2), ("passed", 4), ("passed", 5), ("passed", 6), ("passed", 6),
+        ("passed", 8), ("passed", 8), ("passed", None), ("failed", None), ("failed", None),
+        ("failed", None), ("failed", None)]
+    assert proc.stderr == ""

@@ -1,13 +1,14 @@
 """The event wire format: ProtoJSON as Mantle writes it, flat events, bad lines, chunking.
 
-The example lines below are the README's "Events" example: the ten ProtoJSON
-lines of one conversation exactly as Mantle's event broker writes them.
+``data/protojson_example.jsonl`` holds the ten ProtoJSON lines of one
+conversation exactly as Mantle's event broker writes them.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -32,18 +33,9 @@ from mantle_stream._events import (
 from mantle_stream._flat import document_lines, is_document
 from mantle_stream._sources import LineChunker
 
-SPEC_EXAMPLE = b"""\
-{"conversation_id":"sim-7c1e","timestamp":1767261600.01,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000001","sequence":0,"session_started":{},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261601.20,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000002","sequence":1,"user":{"text":"my card is damaged","parse_data":{},"input_channel":"rest","message_id":"m1","anonymized_at":null},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261601.90,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000003","sequence":2,"skill_activated":{"skill_id":"card_replace"},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261601.91,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000004","sequence":3,"stack":{"update":"[{\\"op\\": \\"add\\"}]"},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261602.40,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000005","sequence":4,"memory_set":{"key":"card_replace.replacement_reason","value_json":"\\"damaged\\"","anonymized_at":null},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261603.10,"metadata":"{\\"skill_id\\": \\"card_replace\\"}","event_id":"0199f0c2-7a10-7000-8000-000000000006","sequence":5,"tool_executed":{"tool_name":"order_replacement","arguments_json":"{\\"shipping\\": \\"standard\\"}","source":"local","result_json":"{\\"ok\\": true}","is_error":false,"error_message":null,"mcp_server":null},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261603.50,"metadata":"{\\"utter_action\\": \\"utter_replacement_ordered\\"}","event_id":"0199f0c2-7a10-7000-8000-000000000007","sequence":6,"bot":{"text":"Your replacement card was ordered.","data":{"buttons":[{"title":"Track it","payload":"/track"}]},"anonymized_at":null},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261603.60,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000008","sequence":7,"bot_turn_ended":{},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261610.00,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-000000000009","sequence":8,"skill_completed":{"skill_id":"card_replace"},"user_id":null,"deployment_environment":null,"session_id":null}
-{"conversation_id":"sim-7c1e","timestamp":1767261611.00,"metadata":null,"event_id":"0199f0c2-7a10-7000-8000-00000000000a","sequence":9,"session_ended":{},"user_id":null,"deployment_environment":null,"session_id":null}
-"""
+#: One conversation's ten events as Mantle's event broker writes them (the
+#: example of its event contract; the README shows three of its lines).
+SPEC_EXAMPLE = (Path(__file__).parent / "data" / "protojson_example.jsonl").read_bytes()
 
 
 def decode(data: bytes) -> list[ms.Event]:
