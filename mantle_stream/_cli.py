@@ -26,7 +26,6 @@ from rich.live import Live
 from mantle_stream import __version__
 from mantle_stream._engine import DEFAULT_REORDER_WINDOW, Evaluator
 from mantle_stream._errors import (
-    CONTROL_ESCAPES,
     EventError,
     MantleStreamError,
     ScenarioError,
@@ -35,7 +34,14 @@ from mantle_stream._errors import (
 from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
 from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
-from mantle_stream._report import EXIT_ERROR, EXIT_FAILED, Report, build_report, exit_status
+from mantle_stream._report import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    build_report,
+    exit_status,
+    notes,
+    strict_problems,
+)
 from mantle_stream._results import RecordedRun, load_results
 from mantle_stream._run import DEFAULT_GAP_TIMEOUT, Runner, RunOutcome
 from mantle_stream._scenario import Scenario, load_scenarios
@@ -110,6 +116,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    metavar="SECONDS",
                    help="give up on a missing sequence after waiting this long "
                         f"(default: {DEFAULT_GAP_TIMEOUT:g})")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 2 when anything was not judged as asked: conversations that "
+                        "match no scenario, bad or late events, sequence gaps, unknown kinds")
     p.add_argument("--results", metavar="DIR",
                    help="an evaluate_agent results folder: judge each conversation against "
                         "the scenario its run_N.json names, and report where our verdicts "
@@ -265,6 +274,9 @@ def _validate(paths: list[str]) -> int:
     for s in _load(paths):
         n = len(s.assertions)
         print(f"{s.path}: ok: `{s.name}`, {n} assertion{'s' if n != 1 else ''}")
+        if not n:
+            print(f"{s.path}: warning: `{s.name}` has no assertions: every conversation "
+                  "judged against it passes", file=sys.stderr)
     return 0
 
 
@@ -360,11 +372,15 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
         write_junit(session.args.junit, report)
     if fmt == "json":
         sys.stdout.write(report.to_json().decode() + "\n")
+        for line in notes(report):  # standard output holds the report alone
+            print(f"mantle-stream: warning: {line}", file=sys.stderr)
     elif fmt == "table":
-        Console(highlight=False).print(ReportTable(report))
-    elif session.plain:
-        print(summary_line(session.snapshot(runner, final=True)), flush=True)
-    _warn_unmatched(report)
+        Console(highlight=False).print(ReportTable(report))  # notes included
+    else:
+        if session.plain:
+            print(summary_line(session.snapshot(runner, final=True)), flush=True)
+        for line in notes(report):
+            print(line, flush=True)
     if outcome.ending == "bad-event":
         print(f"mantle-stream: error: {outcome.error}", file=sys.stderr)
         print("mantle-stream: stopped at the bad event; the report holds what was judged "
@@ -378,17 +394,11 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
         return EXIT_FAILED if report.summary.failed else EXIT_INTERRUPTED
     if not report.conversations:
         print("mantle-stream: error: the feed held no conversation to judge", file=sys.stderr)
+    problems = strict_problems(report) if getattr(session.args, "strict", False) else []
+    if problems:
+        print(f"mantle-stream: error: --strict: {', '.join(problems)}", file=sys.stderr)
+        return EXIT_ERROR
     return exit_status(report)
-
-
-def _warn_unmatched(report: Report) -> None:
-    for u in report.unmatched:
-        what = f"is a run of scenario `{u.scenario}`, which is not loaded" if u.scenario \
-            else "has no scenario: several are loaded and no --results file or metadata " \
-            "`scenario` names one"
-        message = f"conversation `{u.conversation_id}` {what}; not judged"
-        print(f"mantle-stream: warning: {message.translate(CONTROL_ESCAPES)}",
-              file=sys.stderr)
 
 
 def _check_or_watch(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ No I/O, no clock: feeds, the CLI and the live view drive it from the edges.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -65,12 +66,17 @@ RECENT_GAPS = 16
 
 
 
-class UnmatchedConversation(msgspec.Struct, frozen=True):
-    """A conversation judged against no scenario: it named none, or an unknown one."""
+class UnmatchedConversation(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A conversation judged against no scenario: it named none, or an unknown one.
+
+    ``did_you_mean``: the loaded scenario (name or file stem) closest to the
+    one it named, when one is close.
+    """
 
     conversation_id: str
     scenario: str | None
     events: int
+    did_you_mean: str | None = None
 
 
 class ConversationState(msgspec.Struct, frozen=True):
@@ -246,6 +252,7 @@ class Evaluator:
                         "them apart; rename one (its `name`, or its file)")
                 self._by_name[name] = plan
         self._single = self._plans[0] if len(self._plans) == 1 else None
+        self._named_other: dict[str, int] = {}  # see other_scenarios()
         self._assignments = dict(assignments or {})
         self._convs: dict[str, _Conversation] = {}
         self._open_convs: dict[str, _Conversation] = {}  # not finished yet
@@ -737,6 +744,10 @@ class Evaluator:
         requested = self._assignments.get(cid)
         if requested is not None:
             plan = self._by_name.get(requested)
+        elif plan is not None:
+            named = metadata_field(event.metadata, "scenario")
+            if isinstance(named, str) and named not in self._by_name:
+                EventDecoder.count(self._named_other, named)
         conv = _Conversation(cid, plan)
         if requested is not None and plan is None:
             conv.requested = requested  # its results file names a scenario not loaded
@@ -913,8 +924,19 @@ class Evaluator:
 
     def unmatched(self) -> list[UnmatchedConversation]:
         """Conversations judged against no scenario: they named none, or one not loaded."""
-        return [UnmatchedConversation(c.cid, c.requested or None, c.events)
-                for c in self._convs.values() if c.plan is None]
+        return [UnmatchedConversation(
+            c.cid, c.requested or None, c.events,
+            _closest(c.requested, self._by_name) if c.requested else None)
+            for c in self._convs.values() if c.plan is None]
+
+    def other_scenarios(self) -> dict[str, int]:
+        """Scenarios that conversations named in their metadata, though another judged them.
+
+        With one scenario loaded every conversation is judged against it; one
+        whose first event names a different scenario is counted here by that
+        name (a wrong file given, most likely).
+        """
+        return dict(self._named_other)
 
     def open_conversations(self) -> dict[str, int]:
         """Conversations not yet ended, with the number of events each has had."""
@@ -1036,6 +1058,12 @@ class Evaluator:
         # Bad lines are not checkpointed: they belong to no conversation, and
         # re-reading the feed meets (and counts) them again.
         self._decisions, self._passed, self._failed = saved.decisions, saved.passed, saved.failed
+
+
+def _closest(name: str, known: Mapping[str, Plan]) -> str | None:
+    """The loaded scenario name or stem nearest ``name``, if one is near."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def _result_of(conv: _Conversation) -> ConversationResult:

@@ -491,7 +491,7 @@ class EventDecoder:
             return event, UNKNOWN
         kind = self._unknown_kind(line, line_no)
         if kind is not None and event.conversation_id:
-            self._count_unknown(kind)
+            self.count(self.unknown, kind)
             return event, UNKNOWN
         # Not one: say why, from the line's keys.
         keys = self._keys(line, line_no)
@@ -511,19 +511,9 @@ class EventDecoder:
             return False
         for attr, kind in self._learned:
             if getattr(event, attr, None) is not None:
-                self._count_unknown(kind)
+                self.count(self.unknown, kind)
                 return True
         return False
-
-    def _count_unknown(self, kind: str) -> None:
-        """Count a newer engine's kind by name (a bounded number of names)."""
-        unknown = self.unknown
-        count = unknown.get(kind)
-        if count is None:
-            if len(unknown) >= MAX_UNKNOWN_KINDS:
-                kind = "(others)"
-            count = unknown.get(kind, 0)
-        unknown[kind] = count + 1
 
     def _unknown_kind(self, line: bytes, line_no: int | None) -> str | None:
         """The one payload key of ``line`` that this version does not know, or None.

@@ -90,7 +90,19 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
                 ET.SubElement(case, "skipped", message=a.reason)
             else:
                 ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
+    for u in report.unmatched:
+        # Not judged is not passed: an error a CI job shows, never a silent absence.
+        suite = ET.SubElement(root, "testsuite", name=u.conversation_id, tests="1",
+                              failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", name="scenario",
+                             classname=u.scenario or u.conversation_id)
+        why = (f"its scenario `{u.scenario}` is not loaded" if u.scenario
+               else "no results file or metadata names its scenario")
+        if u.did_you_mean:
+            why += f"; did you mean `{u.did_you_mean}`?"
+        ET.SubElement(case, "error", message=f"not judged: {why}", type="unmatched")
     root.set("failures", str(total_failures))
+    root.set("errors", str(len(report.unmatched)))
     ET.indent(root)
     xml: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return xml + b"\n"

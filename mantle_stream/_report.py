@@ -11,11 +11,23 @@ from collections.abc import Mapping
 import msgspec
 
 from mantle_stream._engine import Evaluator, UnmatchedConversation
+from mantle_stream._errors import CONTROL_ESCAPES
 from mantle_stream._results import RecordedRun, RunDifference, compare
 from mantle_stream._verdicts import ConversationResult
 
-__all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "Recorded", "Report", "Summary", "Warnings",
-           "build_report", "exit_status"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "Recorded",
+    "Report",
+    "Summary",
+    "Warnings",
+    "build_report",
+    "exit_status",
+    "notes",
+    "strict_problems",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -63,7 +75,11 @@ class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What the feed did wrong but did not stop the run (only non-zero counts)."""
+    """What the feed (or the scenarios) did wrong but did not stop the run.
+
+    Only non-zero counts are present. Every one is also a line of the human
+    summaries (:func:`notes`).
+    """
 
     bad_events: int = 0  # skipped with --on-bad-event=skip
     duplicates: int = 0  # delivered again (or too late) and skipped
@@ -71,6 +87,9 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     late_events: int = 0  # arrived after their conversation ended, or after a given-up gap
     unknown_kinds: dict[str, int] = {}  # payload kinds this version does not know
     legacy_rows: dict[str, int] = {}  # older flat CALM rows (slot, flow_started, ...) skipped
+    # Conversations whose metadata names a scenario other than the one loaded (by name).
+    other_scenario: dict[str, int] = {}
+    scenarios_without_assertions: list[str] = []  # they pass every conversation
 
 
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -112,7 +131,10 @@ def build_report(evaluator: Evaluator,
     warnings = Warnings(bad_events=stats.bad_events, duplicates=stats.duplicates,
                         gaps=stats.gaps, late_events=stats.late_events,
                         unknown_kinds=dict(evaluator.decoder.unknown),
-                        legacy_rows=dict(evaluator.decoder.legacy))
+                        legacy_rows=dict(evaluator.decoder.legacy),
+                        other_scenario=evaluator.other_scenarios(),
+                        scenarios_without_assertions=[
+                            s.name for s in evaluator.scenarios if not s.assertions])
     return Report(
         conversations=conversations,
         summary=Summary(
@@ -130,6 +152,79 @@ def build_report(evaluator: Evaluator,
         unmatched=unmatched,
         warnings=warnings if warnings != Warnings() else None,
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _named(counts: dict[str, int]) -> str:
+    return ", ".join(f"`{name}` {n}" for name, n in sorted(counts.items(),
+                                                          key=lambda item: -item[1]))
+
+
+#: Unmatched conversations listed one by one in a summary; the rest are counted.
+MAX_LISTED = 20
+
+
+def notes(report: Report) -> list[str]:
+    """What a person should know beyond the verdicts, one line each (control characters
+    escaped): an incomplete run, every warning, every conversation not judged."""
+    lines = []
+    pending = sum(a.verdict == "pending" for c in report.conversations for a in c.assertions)
+    if not report.summary.complete:
+        lines.append(f"incomplete: {_count(pending, 'assertion')} still pending (the run "
+                     "stopped before its end)")
+    w = report.warnings or Warnings()
+    for name in w.scenarios_without_assertions:
+        lines.append(f"scenario `{name}` has no assertions: every conversation judged "
+                     "against it passes")
+    if w.other_scenario:
+        n = sum(w.other_scenario.values())
+        lines.append(f"{_count(n, 'conversation')} name another scenario in their metadata "
+                     f"({_named(w.other_scenario)}) but were judged against the one loaded")
+    for count, what in ((w.bad_events, "bad event skipped"),
+                        (w.duplicates, "duplicate event skipped"),
+                        (w.late_events, "late event ignored (after its conversation ended, or "
+                                        "after its gap was given up on)"),
+                        (w.gaps, "gap in `sequence` given up on")):
+        if count:
+            noun, _, rest = what.partition(" ")
+            lines.append(f"{_count(count, noun)} {rest}")
+    if w.unknown_kinds:
+        n = sum(w.unknown_kinds.values())
+        lines.append(f"{_count(n, 'event')} of kinds this version does not know skipped "
+                     f"({_named(w.unknown_kinds)})")
+    if w.legacy_rows:
+        n = sum(w.legacy_rows.values())
+        lines.append(f"{_count(n, 'older CALM row')} skipped ({_named(w.legacy_rows)})")
+    for u in report.unmatched[:MAX_LISTED]:
+        if u.scenario:
+            why = f"its scenario `{u.scenario}` is not loaded"
+            if u.did_you_mean:
+                why += f"; did you mean `{u.did_you_mean}`?"
+        else:
+            why = ("several scenarios are loaded and no --results file or metadata "
+                   "`scenario` names one")
+        lines.append(f"not judged: `{u.conversation_id}` ({_count(u.events, 'event')}): {why}")
+    if len(report.unmatched) > MAX_LISTED:
+        lines.append(f"not judged: {len(report.unmatched) - MAX_LISTED} more conversations")
+    return [line.translate(CONTROL_ESCAPES) for line in lines]
+
+
+def strict_problems(report: Report) -> list[str]:
+    """What ``--strict`` fails a run for: anything judged other than as asked."""
+    w = report.warnings or Warnings()
+    problems = []
+    if report.unmatched:
+        problems.append(_count(len(report.unmatched), "conversation") + " not judged")
+    for count, noun in ((w.bad_events, "bad event"), (w.late_events, "late event"),
+                        (w.gaps, "sequence gap")):
+        if count:
+            problems.append(_count(count, noun))
+    if w.unknown_kinds:
+        problems.append(_count(sum(w.unknown_kinds.values()), "event") + " of unknown kinds")
+    return problems
 
 
 def exit_status(report: Report) -> int:

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mantle_stream._errors import CONTROL_ESCAPES
-from mantle_stream._report import Report
+from mantle_stream._report import Report, notes
 
 __all__ = ["MARKS", "ReportTable", "literal", "verdict_text"]
 
@@ -63,18 +63,15 @@ class ReportTable:
                         f"  #{d.index} {d.kind}: {d.verdict} here, {d.recorded} in "
                         f"evaluate_agent's {conv.recorded.file} (see Divergences in "
                         "docs/semantics.md)", "yellow"))
-        for u in self.report.unmatched:
-            named = f"scenario `{u.scenario}` is not loaded" if u.scenario else \
-                "no results file or metadata names its scenario"
-            parts.append(literal(f"not judged: {u.conversation_id} ({u.events} events): "
-                                 f"{named}", "yellow"))
         s = self.report.summary
         parts.append(Text.assemble(
-            f"{s.conversations} conversations: ", (f"{s.passed} passed", "green"), ", ",
+            f"{s.conversations} conversation{'' if s.conversations == 1 else 's'}: ",
+            (f"{s.passed} passed", "green"), ", ",
             (f"{s.failed} failed", "bold red" if s.failed else ""),
             f"; {s.assertions} assertions",
             f", {s.skipped} skipped (stopped early)" if s.skipped else "",
             (f"; {s.recorded_differences} differ from evaluate_agent's recorded verdicts"
              if s.recorded_differences else "", "yellow"),
         ))
+        parts.extend(Text(line, style="yellow") for line in notes(self.report))
         yield Group(*parts)

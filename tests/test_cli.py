@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,8 @@ def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
     assert set(first) == {"conversation_id", "scenario", "verdict", "events", "assertions",
                           "recorded"}
     assert set(first["assertions"][0]) == {"index", "kind", "verdict", "decided_at", "reason"}
-    assert proc.stderr == ""
+    # Standard output holds the report alone; what a person should know goes to stderr.
+    assert proc.stderr == "mantle-stream: warning: 1 gap in `sequence` given up on\n"
 
 
 def test_results_report_where_evaluate_agents_recorded_verdict_differs() -> None:
@@ -149,7 +151,49 @@ def test_several_scenarios_conversation_naming_an_unknown_scenario_is_reported(
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["unmatched"] == [{"conversation_id": "stray", "scenario": "nope", "events": 1}]
-    assert "conversation `stray` is a run of scenario `nope`, which is not loaded" in proc.stderr
+    assert proc.stderr == ("mantle-stream: warning: not judged: `stray` (1 event): its "
+                           "scenario `nope` is not loaded\n")
+
+
+def test_an_unmatched_conversation_gets_a_hint_a_junit_error_and_fails_under_strict(
+        tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    meta = json.dumps(json.dumps({"scenario": "transfer_mpc"}))  # a one-letter typo
+    feed.write_text(f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
+                    '"user":{"text":"hi"}}\n' + CARD_EVENTS.read_text())
+    junit = tmp_path / "junit.xml"
+    args = ["check", str(CARD), str(SCENARIOS / "transfer_mcp.yml"), "--events", str(feed),
+            "--results", str(RESULTS), "--junit", str(junit)]
+    proc = run(*args)
+    assert proc.returncode == 1  # card_replace_damaged's own runs fail two of three
+    flat = " ".join(proc.stdout.split())
+    assert ("not judged: `c` (1 event): its scenario `transfer_mpc` is not loaded; "
+            "did you mean `transfer_mcp`?") in flat
+    root = ET.parse(junit).getroot()
+    assert root.get("errors") == "1"
+    [error] = root.findall("testsuite/testcase/error")
+    assert error.get("message") == ("not judged: its scenario `transfer_mpc` is not loaded; "
+                                    "did you mean `transfer_mcp`?")
+    strict = run(*args, "--strict")
+    assert strict.returncode == 2
+    assert "mantle-stream: error: --strict: 1 conversation not judged" in strict.stderr
+
+
+def test_every_warning_is_a_line_of_the_table(tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    lines = CARD_EVENTS.read_text().splitlines(keepends=True)
+    feed.write_text(lines[0] + "".join(lines) + '{"conversation_id":"x","sequence":0,'
+                    '"new_kind":{}}\n{"event":"slot","sender_id":"x","name":"a","value":1}\n')
+    empty = tmp_path / "empty.yml"
+    empty.write_text("scenario:\n  name: empty\n  simulation_context: x\n")
+    proc = run("check", str(empty), "--events", str(feed))
+    assert proc.returncode == 0
+    out = " ".join(proc.stdout.split())
+    for line in ("scenario `empty` has no assertions: every conversation judged against it "
+                 "passes", "1 duplicate event skipped",
+                 "1 event of kinds this version does not know skipped (`new_kind` 1)",
+                 "1 older CALM row skipped (`slot` 1)"):
+        assert line in out, out
 
 
 def test_a_custom_simulator_names_the_scenario_in_the_envelope_metadata(tmp_path: Path) -> None:
