@@ -100,7 +100,10 @@ def _at_least_one(text: str) -> int:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jsonl", metavar="PATH",
-                   help="append one JSON line per verdict as it is decided")
+                   help="append one JSON line per verdict as it is decided (`-`: standard "
+                        "output)")
+    p.add_argument("--jsonl-mode", choices=("append", "overwrite"), default="append",
+                   help="add to an existing --jsonl file (default) or start it afresh")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
     p.add_argument("--fail-fast", action="store_true",
                    help="stop reading and exit 1 at the first failed assertion")
@@ -297,7 +300,9 @@ class _Session:
         self.console = Console(highlight=False)
         self.live = live and self.console.is_terminal
         self.plain = live and not self.live  # watch into a pipe: one line per verdict
-        self.jsonl = JsonlWriter.open(args.jsonl) if args.jsonl else None
+        self.jsonl = (JsonlWriter.open(args.jsonl,
+                                       overwrite=getattr(args, "jsonl_mode", "") == "overwrite")
+                      if args.jsonl else None)
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
 
     def on_bad(self, error: EventError) -> None:
@@ -401,7 +406,27 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
     return exit_status(report)
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Usage errors found before anything is read or started (exit 2)."""
+    if args.state:
+        folder = os.path.dirname(os.path.abspath(args.state))
+        if not os.path.isdir(folder):
+            raise UsageError(f"--state `{args.state}`: the directory `{folder}` does not exist")
+    if args.jsonl == "-" and (args.command == "watch" or args.format == "json"):
+        what = "the live view" if args.command == "watch" else "the JSON report"
+        raise UsageError(f"--jsonl - would mix verdict lines into {what} on standard output; "
+                         "give --jsonl a file")
+    events = args.events
+    if events.endswith((".yml", ".yaml")) and os.path.isfile(events):
+        with open(events, "rb") as fh:
+            head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+        if head.startswith((b"scenario:", b"#", b"---")):
+            raise UsageError(f"`{events}` looks like a scenario file, not events: were "
+                             "SCENARIO and --events swapped?")
+
+
 def _check_or_watch(args: argparse.Namespace) -> int:
+    _check_arguments(args)
     scenarios = _load(args.scenarios)
     source = "<stdin>" if args.events == "-" else args.events
     recorded = load_results(args.results) if args.results else {}

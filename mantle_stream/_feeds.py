@@ -191,16 +191,21 @@ _Item: TypeAlias = Chunk | _Gone
 class _Lines:
     """``LineChunker`` plus 1-based line numbers and the overlong-line rule."""
 
-    __slots__ = ("_chunker", "_limit", "_next", "_skipping")
+    __slots__ = ("_chunker", "_limit", "_next", "_skipping", "_started")
 
     def __init__(self, limit: int, first_line: int = 1) -> None:
         self._chunker = LineChunker()
         self._limit = limit
         self._skipping = False  # inside an overlong line already reported
         self._next = first_line
+        self._started = False
 
     def feed(self, data: bytes) -> list[tuple[bytes, int]]:
         """The complete lines so far, as chunks each with the number of its first line."""
+        if not self._started and data:
+            # A UTF-8 byte order mark, as some editors write: not part of the first event.
+            self._started = True
+            data = data.removeprefix(BOM)
         if self._skipping:
             newline = data.find(b"\n")
             if newline < 0:
@@ -409,8 +414,13 @@ EVENT_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".log")
 MAX_DOCUMENT_BYTES = 256 << 20
 
 
+#: The UTF-8 byte order mark some editors put at the start of a file.
+BOM = b"\xef\xbb\xbf"
+
+
 def _document_chunk(data: bytes, name: str) -> Chunk:
     """A whole tracker document as one chunk of JSON lines that ends its conversation."""
+    data = data.removeprefix(BOM)
     if len(data) > MAX_DOCUMENT_BYTES:
         raise FeedError(f"`{name}` is a tracker document of {len(data)} bytes, more than the "
                         f"{MAX_DOCUMENT_BYTES}-byte limit")
@@ -495,7 +505,7 @@ class _FileFeed(Feed):
         first = True
         while data := await anyio.to_thread.run_sync(read, self._read_size):
             self._touch()
-            if first and is_document(data):
+            if first and is_document(data.removeprefix(BOM)):
                 rest = await anyio.to_thread.run_sync(file.read, MAX_DOCUMENT_BYTES)
                 await send.send(_document_chunk(data + rest, source or self.name))
                 return
@@ -526,7 +536,7 @@ class _FileFeed(Feed):
                     self._touch()
                     if first:
                         first = False
-                        document = [] if is_document(data) else None
+                        document = [] if is_document(data.removeprefix(BOM)) else None
                     if document is not None:
                         document.append(data)
                     else:

@@ -11,6 +11,7 @@ test reporters read; it is written atomically at the end of the run.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
@@ -44,9 +45,13 @@ class JsonlWriter:
         self._fh = fh
 
     @classmethod
-    def open(cls, path: str) -> JsonlWriter:
+    def open(cls, path: str, *, overwrite: bool = False) -> JsonlWriter:
+        """``path``, appended to (or emptied first, with ``overwrite``); ``-`` is
+        standard output."""
+        if path == "-":
+            return cls(os.fdopen(os.dup(sys.stdout.fileno()), "wb"))
         try:
-            return cls(open(path, "ab"))
+            return cls(open(path, "wb" if overwrite else "ab"))
         except OSError as exc:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
 
@@ -108,12 +113,23 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
     return xml + b"\n"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomically(path: str, data: bytes, *, durable: bool = False) -> None:
-    """Write-then-rename: a reader (or a restart) never sees half a file."""
+    """Write-then-rename: a reader (or a restart) never sees half a file.
+
+    The file gets the permissions a plain ``open`` would give it (0666 less
+    the umask), not ``mkstemp``'s 0600.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if durable:

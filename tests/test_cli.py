@@ -312,3 +312,54 @@ def test_check_judges_every_example_line_of_the_event_contract(tmp_path: Path) -
         ("passed", 8), ("passed", 8), ("passed", None), ("failed", None), ("failed", None),
         ("failed", None), ("failed", None)]
     assert proc.stderr == ""
+
+
+def test_a_byte_order_mark_at_the_start_of_a_feed_is_not_an_event(tmp_path: Path) -> None:
+    feed = tmp_path / "bom.jsonl"
+    feed.write_bytes(b"\xef\xbb\xbf" + (Path(__file__).parent / "data" /
+                                        "protojson_example.jsonl").read_bytes())
+    scen = tmp_path / "spec.yml"
+    scen.write_text(SPEC_SCENARIO)
+    proc = run("check", str(scen), "--events", str(feed), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["conversations"][0]["events"] == 10
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--state", "/nonexistent/dir/state.json"],
+     "--state `/nonexistent/dir/state.json`: the directory `/nonexistent/dir` does not exist"),
+    (["--jsonl", "-", "--format", "json"],
+     "--jsonl - would mix verdict lines into the JSON report on standard output"),
+], ids=["state-directory", "jsonl-stdout-json"])
+def test_usage_problems_are_found_before_the_run(args: list[str], message: str) -> None:
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_a_scenario_file_given_as_events_says_the_arguments_look_swapped() -> None:
+    proc = run("check", str(CARD_EVENTS), "--events", str(CARD))
+    assert proc.returncode == 2
+    assert "looks like a scenario file, not events: were SCENARIO and --events swapped?" \
+        in proc.stderr
+
+
+def test_jsonl_dash_is_standard_output_and_overwrite_starts_afresh(tmp_path: Path) -> None:
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--jsonl", "-")
+    records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(records) == 36
+    out = tmp_path / "v.jsonl"
+    for _ in range(2):
+        run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
+            "--jsonl", str(out), "--jsonl-mode", "overwrite")
+    assert len(out.read_text().splitlines()) == 36
+
+
+def test_junit_honours_the_umask_like_any_file(tmp_path: Path) -> None:
+    junit = tmp_path / "report.xml"
+    proc = subprocess.run(
+        ["sh", "-c", f'umask 022 && exec "{sys.executable}" -m mantle_stream check "{CARD}" '
+                     f'--events "{CARD_EVENTS}" --format json --junit "{junit}"'],
+        capture_output=True, cwd=ROOT, timeout=60, check=False)
+    assert proc.returncode == 1
+    assert junit.stat().st_mode & 0o777 == 0o644
