@@ -1,64 +1,28 @@
 """The command line: ``mantle-stream check | watch | validate | demo``.
 
-The outermost edge. Parses arguments, loads scenarios, runs an evaluator over
-a feed through :class:`~mantle_stream._run.Runner`, shows verdicts (report,
-live view or plain lines) and maps outcomes to the exit codes the README lists:
-0 all passed, 1 an assertion failed, 2 nothing could be judged as asked.
-User errors print a message, never a traceback.
+The outermost edge: the arguments. What each command does is in
+:mod:`mantle_stream._commands`, imported only once the arguments are read,
+so ``--help`` and a usage error answer without loading the engine, msgspec,
+anyio or rich.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import math
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
-import anyio
-from rich.console import Console
-from rich.live import Live
-
-from mantle_stream import __version__
-from mantle_stream._engine import DEFAULT_REORDER_WINDOW, Evaluator
-from mantle_stream._errors import (
-    EventError,
-    MantleStreamError,
-    ScenarioError,
-    UsageError,
-)
-from mantle_stream._feeds import Feed, open_feed
-from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
-from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
-from mantle_stream._report import (
-    EXIT_ERROR,
-    EXIT_FAILED,
-    build_report,
-    exit_status,
-    notes,
-    strict_problems,
-)
-from mantle_stream._results import RecordedRun, load_results
-from mantle_stream._run import DEFAULT_GAP_TIMEOUT, Runner, RunOutcome
-from mantle_stream._scenario import Scenario, load_scenarios
-from mantle_stream._table import ReportTable
-from mantle_stream._verdicts import Decision
+from mantle_stream._defaults import DEFAULT_GAP_TIMEOUT, DEFAULT_REORDER_WINDOW, VERSION
 
 __all__ = ["main"]
-
-EXIT_INTERRUPTED = 130
-#: Standard output was closed by its reader (a pipe into `head`): 128 + SIGPIPE.
-EXIT_BROKEN_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}\n")  # bad usage: exit status 2
 
 
 def _seconds(text: str) -> float | None:
@@ -151,34 +115,79 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
                    help="sockets: close a client that sent nothing for this long (default: 300)")
 
 
+EXIT_CODES = """\
+exit status:
+  0    every assertion of every conversation passed
+  1    an assertion failed
+  2    nothing could be judged as asked: a bad scenario file, an unreadable
+       source, bad usage, a malformed event (under the default policy), an
+       empty feed, or a problem --strict fails for
+  130  interrupted with nothing failed so far
+  141  standard output was closed by its reader (| head)"""
+
+
+def _epilog(*examples: str) -> str:
+    return "examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" + EXIT_CODES
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="mantle-stream",
-                     description="Judge Mantle scenario assertions while conversations run.")
-    parser.add_argument("--version", action="version", version=f"mantle-stream {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="mantle-stream", formatter_class=formatter,
+                     description="Judge Mantle scenario assertions while conversations run.",
+                     epilog=_epilog(
+                         "mantle-stream demo",
+                         "mantle-stream check eval/scenarios --events rasa_event.log "
+                         "--results eval/results/2026-12-01T09-00-00") + "\n\n"
+                     "`mantle-stream COMMAND --help` describes each command.")
+    parser.add_argument("-V", "--version", action="version", version=f"mantle-stream {VERSION}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                metavar="COMMAND")
+    scenarios = "a scenario file, or a directory searched for *.yml / *.yaml"
     sources = ("event source: a file (JSON lines or a tracker document), a directory of them, "
                "- (standard input), follow:PATH (a file still being "
                "written), tcp://HOST:PORT or unix:PATH (listen for simulators)")
 
-    check = sub.add_parser("check", help="judge an event feed and print a report")
-    check.add_argument("scenarios", nargs="+", metavar="SCENARIO",
-                       help="scenario file or directory of *.yml / *.yaml")
+    check = sub.add_parser(
+        "check", help="judge an event feed and print a report", formatter_class=formatter,
+        description="Judge every conversation of an event feed against scenarios, then "
+                    "print a report.",
+        epilog=_epilog(
+            "mantle-stream check eval/scenarios --events rasa_event.log "
+            "--results eval/results/2026-12-01T09-00-00",
+            "curl -s localhost:5005/conversations/sim-1/tracker | "
+            "mantle-stream check eval/scenarios/card.yml --events - --format json"))
+    check.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
     check.add_argument("--events", required=True, metavar="SOURCE", help=sources)
     check.add_argument("--format", choices=("table", "json"), default="table",
                        help="report format on standard output (default: table)")
     _add_run_options(check)
     _add_live_options(check)
 
-    watch = sub.add_parser("watch", help="judge an event feed in a live terminal view")
-    watch.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    watch = sub.add_parser(
+        "watch", help="judge an event feed in a live terminal view", formatter_class=formatter,
+        description="Judge conversations while they run, in a live terminal view (one plain "
+                    "line per verdict when standard output is not a terminal).",
+        epilog=_epilog(
+            "mantle-stream watch eval/scenarios --events follow:rasa_event.log",
+            "mantle-stream watch eval/scenarios --events tcp://127.0.0.1:7400"))
+    watch.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
     watch.add_argument("--events", required=True, metavar="SOURCE", help=sources)
     _add_run_options(watch)
     _add_live_options(watch)
 
-    validate = sub.add_parser("validate", help="load and check scenario files only")
-    validate.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    validate = sub.add_parser(
+        "validate", help="load and check scenario files only", formatter_class=formatter,
+        description="Load scenario files and report every problem, like a compiler.",
+        epilog=_epilog("mantle-stream validate eval/scenarios",
+                       "mantle-stream validate eval/scenarios/card_replace.yml"))
+    validate.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
 
-    demo = sub.add_parser("demo", help="a built-in simulator streaming into the live view")
+    demo = sub.add_parser(
+        "demo", help="a built-in simulator streaming into the live view",
+        formatter_class=formatter,
+        description="Play the bundled example conversations over loopback TCP into the live "
+                    "view, stopping the ones that fail early.",
+        epilog=_epilog("mantle-stream demo", "mantle-stream demo --speed 5 --junit demo.xml"))
     demo.add_argument("--speed", type=_positive, default=1.0,
                       help="pace multiplier: 2 plays twice as fast (default: 1)")
     demo.add_argument("--concurrency", type=_at_least_one, default=5,
@@ -191,321 +200,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _tune_gc() -> None:
-    """Fewer, cheaper garbage collections for a long-running evaluator.
-
-    Events and verdicts are untracked msgspec structs and the per-conversation
-    objects form no cycles, yet with many open conversations CPython's default
-    thresholds spend most of the time re-walking them (benchmarks/memory.py).
-    Objects that live for the whole run are frozen out of the walk, and the
-    youngest generation is collected less often.
-    """
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _tune_gc()
-    try:
-        if args.command == "validate":
-            return _validate(args.scenarios)
-        if args.command == "demo":
-            return _demo(args)
-        return _check_or_watch(args)
-    except BrokenPipeError:
-        return _output_gone()
-    except (MantleStreamError, BaseExceptionGroup) as exc:
-        if _found(exc, BrokenPipeError):
-            return _output_gone()
-        error = _user_error(exc)
-        if error is None:
-            raise
-        if isinstance(error, ScenarioError):
-            _print_diagnostics(error)
-        else:
-            print(f"mantle-stream: error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:  # only before the run started: the run handles its own
-        print("mantle-stream: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    from mantle_stream._commands import run  # the engine and the edges: only now
 
-
-def _found(exc: BaseException, kind: type[BaseException]) -> bool:
-    """Whether ``exc`` is, or a task group's exception group holds, a ``kind``."""
-    if isinstance(exc, kind):
-        return True
-    return isinstance(exc, BaseExceptionGroup) and any(_found(e, kind) for e in exc.exceptions)
-
-
-def _output_gone() -> int:
-    """Standard output's reader went away (``watch ... | head``): end quietly.
-
-    What is still buffered is dropped (pointing standard output at the null
-    device keeps the interpreter's final flush from failing again), and the
-    exit status is the one a process ended by SIGPIPE has, as ``yes | head``.
-    """
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    return EXIT_BROKEN_PIPE
-
-
-def _user_error(exc: BaseException) -> MantleStreamError | None:
-    """The error to show the user, unwrapped from task-group exception groups."""
-    if isinstance(exc, MantleStreamError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _user_error(inner)
-            if found is not None:
-                return found
-    return None
-
-
-def _print_diagnostics(exc: ScenarioError) -> None:
-    for diagnostic in exc.diagnostics:
-        print(diagnostic.render(), file=sys.stderr)
-    files = len({d.path for d in exc.diagnostics})
-    count = len(exc.diagnostics)
-    print(f"{count} error{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}",
-          file=sys.stderr)
-
-
-def _validate(paths: list[str]) -> int:
-    for s in _load(paths):
-        n = len(s.assertions)
-        print(f"{s.path}: ok: `{s.name}`, {n} assertion{'s' if n != 1 else ''}")
-        if not n:
-            print(f"{s.path}: warning: `{s.name}` has no assertions: every conversation "
-                  "judged against it passes", file=sys.stderr)
-    return 0
-
-
-def _load(paths: list[str]) -> list[Scenario]:
-    scenarios = load_scenarios(paths)
-    Evaluator(scenarios)  # refuses names and file stems that would be ambiguous
-    return scenarios
-
-
-class _Session:
-    """One run's outputs: JSONL, plain lines or the live view, and the report."""
-
-    def __init__(self, args: argparse.Namespace, evaluator: Evaluator, *, live: bool,
-                 source: str) -> None:
-        self.args = args
-        self.evaluator = evaluator
-        self.source = source
-        self.console = Console(highlight=False)
-        self.live = live and self.console.is_terminal
-        self.plain = live and not self.live  # watch into a pipe: one line per verdict
-        self.jsonl = (JsonlWriter.open(args.jsonl,
-                                       overwrite=getattr(args, "jsonl_mode", "") == "overwrite")
-                      if args.jsonl else None)
-        self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
-
-    def on_bad(self, error: EventError) -> None:
-        """--on-bad-event=skip: say what was skipped, on standard error."""
-        print(f"mantle-stream: skipped {error}", file=sys.stderr, flush=True)
-
-    def on_decisions(self, decisions: list[Decision]) -> None:
-        if self.jsonl is not None:
-            self.jsonl.write(decisions)
-        if self.plain:
-            for d in decisions:
-                print(decision_line(d), flush=True)
-
-    def snapshot(self, runner: Runner, *, final: bool = False) -> LiveSnapshot:
-        statistics = self.evaluator.statistics()
-        return LiveSnapshot(
-            conversations=tuple(self.evaluator.results()),
-            statistics=statistics,
-            elapsed=runner.elapsed, events_per_second=runner.events_per_second(),
-            latest=tuple(runner.latest), stopped_early=tuple(runner.stopped_early),
-            source=self.source, bad_events=statistics.bad_events,
-            final=final)
-
-    async def run(self, runner: Runner, feed: Feed,
-                  extra: Callable[[anyio.abc.TaskGroup], Any] | None = None) -> RunOutcome:
-        outcome: RunOutcome | None = None
-
-        async def drive(tg: anyio.abc.TaskGroup) -> None:
-            nonlocal outcome
-            outcome = await runner.run(feed)
-            tg.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_signals, runner)
-            if extra is not None:
-                extra(tg)
-            if self.live:
-                with Live(LiveView(self.snapshot(runner)),
-                          console=self.console, auto_refresh=False, transient=False,
-                          redirect_stdout=False, redirect_stderr=False) as view:
-                    tg.start_soon(_refresh, view, self, runner)
-                    await drive(tg)
-                    view.update(LiveView(self.snapshot(runner, final=True)), refresh=True)
-            else:
-                await drive(tg)
-        assert outcome is not None
-        return outcome
-
-    def close(self) -> None:
-        if self.jsonl is not None:
-            self.jsonl.close()
-
-
-async def _signals(runner: Runner) -> None:
-    """Ctrl-C / SIGTERM end the run cleanly: the summary still prints."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
-        async for _ in received:
-            runner.stop()
-            return
-
-
-async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
-    """Redraw from a fresh snapshot at a steady rate (no flicker, no torn state)."""
-    while True:
-        await anyio.sleep(1 / 8)
-        view.update(LiveView(session.snapshot(runner)), refresh=True)
-
-
-def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str) -> int:
-    report = build_report(session.evaluator, session.recorded)
-    if session.args.junit:
-        write_junit(session.args.junit, report)
-    if fmt == "json":
-        sys.stdout.write(report.to_json().decode() + "\n")
-        for line in notes(report):  # standard output holds the report alone
-            print(f"mantle-stream: warning: {line}", file=sys.stderr)
-    elif fmt == "table":
-        Console(highlight=False).print(ReportTable(report))  # notes included
-    else:
-        if session.plain:
-            print(summary_line(session.snapshot(runner, final=True)), flush=True)
-        for line in notes(report):
-            print(line, flush=True)
-    if outcome.ending == "bad-event":
-        print(f"mantle-stream: error: {outcome.error}", file=sys.stderr)
-        print("mantle-stream: stopped at the bad event; the report holds what was judged "
-              "before it (use --on-bad-event=skip to go on past bad events)", file=sys.stderr)
-        return EXIT_ERROR
-    if outcome.ending == "fail-fast":
-        return EXIT_FAILED
-    if outcome.ending == "cancelled":
-        print("mantle-stream: interrupted; verdicts still pending were not judged",
-              file=sys.stderr)
-        return EXIT_FAILED if report.summary.failed else EXIT_INTERRUPTED
-    if not report.conversations:
-        print("mantle-stream: error: the feed held no conversation to judge", file=sys.stderr)
-    problems = strict_problems(report) if getattr(session.args, "strict", False) else []
-    if problems:
-        print(f"mantle-stream: error: --strict: {', '.join(problems)}", file=sys.stderr)
-        return EXIT_ERROR
-    return exit_status(report)
-
-
-def _check_arguments(args: argparse.Namespace) -> None:
-    """Usage errors found before anything is read or started (exit 2)."""
-    if args.state:
-        folder = os.path.dirname(os.path.abspath(args.state))
-        if not os.path.isdir(folder):
-            raise UsageError(f"--state `{args.state}`: the directory `{folder}` does not exist")
-    if args.jsonl == "-" and (args.command == "watch" or args.format == "json"):
-        what = "the live view" if args.command == "watch" else "the JSON report"
-        raise UsageError(f"--jsonl - would mix verdict lines into {what} on standard output; "
-                         "give --jsonl a file")
-    events = args.events
-    if events.endswith((".yml", ".yaml")) and os.path.isfile(events):
-        with open(events, "rb") as fh:
-            head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
-        if head.startswith((b"scenario:", b"#", b"---")):
-            raise UsageError(f"`{events}` looks like a scenario file, not events: were "
-                             "SCENARIO and --events swapped?")
-
-
-def _check_or_watch(args: argparse.Namespace) -> int:
-    _check_arguments(args)
-    scenarios = _load(args.scenarios)
-    source = "<stdin>" if args.events == "-" else args.events
-    recorded = load_results(args.results) if args.results else {}
-    evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window,
-                          assignments={cid: run.scenario for cid, run in recorded.items()})
-    if args.state:
-        saved = read_checkpoint(args.state)
-        if saved is not None:
-            evaluator.restore(saved)
-            print(f"mantle-stream: resuming from {args.state}", file=sys.stderr)
-    session = _Session(args, evaluator, live=args.command == "watch", source=args.events)
-    session.recorded = recorded
-
-    async def go() -> tuple[RunOutcome, Runner]:
-        runner = Runner(evaluator, fail_fast=args.fail_fast, idle_timeout=args.idle_timeout,
-                        linger=args.linger, on_decisions=session.on_decisions,
-                        skip_bad_events=args.on_bad_event == "skip", on_bad=session.on_bad,
-                        state_path=args.state, state_interval=args.state_interval,
-                        gap_timeout=args.gap_timeout)
-        try:
-            feed_cm = open_feed(args.events, token=args.token or None,
-                                allow_remote=args.listen_remote,
-                                max_connections=args.max_connections,
-                                idle_timeout=args.connection_idle_timeout)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        async with feed_cm as feed:
-            if feed.address and feed.live:
-                print(f"mantle-stream: listening on {feed.address}", file=sys.stderr,
-                      flush=True)
-            return await session.run(runner, feed), runner
-
-    try:
-        outcome, runner = anyio.run(go)
-    finally:
-        session.close()
-    return _finish(session, outcome, runner,
-                   fmt=args.format if args.command == "check" else "live")
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from mantle_stream._demo import (
-        DemoStats,
-        demo_assignments,
-        demo_conversations,
-        demo_scenarios,
-        simulate,
-    )
-
-    evaluator = Evaluator(demo_scenarios(), source="demo", assignments=demo_assignments())
-    session = _Session(args, evaluator, live=True, source="demo simulator")
-    stats = DemoStats()
-
-    async def go() -> tuple[RunOutcome, Runner]:
-        runner = Runner(evaluator, fail_fast=args.fail_fast, linger=None,
-                        on_decisions=session.on_decisions)
-        async with open_feed("tcp://127.0.0.1:0") as feed:
-            assert feed.address is not None
-            address = feed.address
-
-            def start(tg: anyio.abc.TaskGroup) -> None:
-                async def play() -> None:
-                    await simulate(address, demo_conversations(), speed=args.speed,
-                                   concurrency=args.concurrency, stats=stats)
-                    await anyio.sleep(0.2)  # let the last lines arrive
-                    runner.stop(finish=True)
-                tg.start_soon(play)
-
-            session.source = f"demo simulator → {address}"
-            return await session.run(runner, feed, start), runner
-
-    try:
-        outcome, runner = anyio.run(go)
-    finally:
-        session.close()
-    code = _finish(session, outcome, runner, fmt="live")
-    if stats.stopped:
-        print(f"stopped early: {len(stats.stopped)} conversations "
-              f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "
-              f"{stats.saved_turns} user turns the simulator did not have to play",
-              flush=True)
-    return code
+    return run(args)

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from mantle_stream._compiler import BY_VALUE, Plan, compile_scenario
+from mantle_stream._defaults import DEFAULT_REORDER_WINDOW
 from mantle_stream._errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream._events import (
     MAX_LINE_BYTES,
@@ -55,10 +56,6 @@ __all__ = ["DEFAULT_REORDER_WINDOW", "Checkpoint", "ConversationState", "Evaluat
 
 #: Events kept for a conversation that has not yet named its scenario.
 MAX_UNNAMED_BUFFER = 1000
-#: Events of one conversation held back waiting for a missing earlier sequence:
-#: Kafka with Rasa's default (unkeyed) partitioning delivers a turn's burst out
-#: of order routinely. Past this many, the oldest gap is given up on.
-DEFAULT_REORDER_WINDOW = 1000
 #: Event ids remembered per conversation for events that carry no sequence.
 RECENT_IDS = 64
 #: Given-up gaps remembered per conversation, to tell late events from duplicates.

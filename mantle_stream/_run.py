@@ -33,6 +33,7 @@ from typing import Literal
 import anyio
 import msgspec
 
+from mantle_stream._defaults import DEFAULT_GAP_TIMEOUT
 from mantle_stream._engine import Evaluator
 from mantle_stream._errors import EventError
 from mantle_stream._feeds import Chunk, Feed, open_feed
@@ -44,8 +45,6 @@ __all__ = ["DEFAULT_GAP_TIMEOUT", "RunOutcome", "Runner", "StopAssertion", "Stop
 
 Ending = Literal["end-of-input", "ended", "fail-fast", "cancelled", "bad-event"]
 
-#: Seconds a conversation's events wait for a missing earlier sequence.
-DEFAULT_GAP_TIMEOUT = 5.0
 
 
 class StopAssertion(msgspec.Struct, frozen=True):

@@ -30,3 +30,24 @@ def test_root_reexports_the_library_api() -> None:
 def test_every_error_derives_from_the_common_base() -> None:
     for name in ("ScenarioError", "EventError", "FeedError", "UsageError"):
         assert issubclass(getattr(mantle_stream, name), mantle_stream.MantleStreamError)
+
+
+def test_the_root_loads_each_name_where_it_lives_and_lists_every_one() -> None:
+    from mantle_stream import _LAZY  # type: ignore[attr-defined]
+
+    assert set(_LAZY) | {"__version__"} == set(mantle_stream.__all__)
+    for name, module in _LAZY.items():
+        assert getattr(mantle_stream, name) is getattr(importlib.import_module(module), name)
+
+
+def test_help_answers_without_loading_the_engine() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from mantle_stream._cli import main\n"
+            "try:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('msgspec', 'anyio', 'rich', 'yaml') or m == 'mantle_stream._engine'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,17 @@
+"""Defaults the command line shows in ``--help`` and the engine and runner use.
+
+A leaf module with no imports, so that reading the arguments (and answering
+``--help``) does not load the engine.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_GAP_TIMEOUT", "DEFAULT_REORDER_WINDOW", "VERSION"]
+
+VERSION = "0.1.0"
+#: Events of one conversation held back waiting for a missing earlier sequence:
+#: Kafka with Rasa's default (unkeyed) partitioning delivers a turn's burst out
+#: of order routinely. Past this many, the oldest gap is given up on.
+DEFAULT_REORDER_WINDOW = 1000
+#: Seconds a conversation's events wait for a missing earlier sequence (live runs).
+DEFAULT_GAP_TIMEOUT = 5.0
