@@ -44,7 +44,7 @@ from mantle_stream._report import (
 from mantle_stream._results import RecordedRun, load_results
 from mantle_stream._run import Runner, RunOutcome
 from mantle_stream._scenario import Scenario, load_scenarios
-from mantle_stream._table import ReportTable
+from mantle_stream._table import ReportTable, failure_lines
 from mantle_stream._verdicts import Decision
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "run"]
@@ -243,8 +243,13 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
         for line in notes(report):  # standard output holds the report alone
             print(f"mantle-stream: warning: {line}", file=sys.stderr)
     elif fmt == "table":
-        Console(highlight=False).print(ReportTable(report))  # notes included
+        # The digest and the notes included.
+        Console(highlight=False).print(ReportTable(report, session.evaluator.scenarios))
     else:
+        console = Console(highlight=False, soft_wrap=True)  # a line each, whatever the width
+        digest = failure_lines(report, session.evaluator.scenarios)
+        if digest:
+            console.print(*digest, sep="\n")
         if session.plain:
             print(summary_line(session.snapshot(runner, final=True)), flush=True)
         for line in notes(report):

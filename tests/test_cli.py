@@ -363,3 +363,26 @@ def test_junit_honours_the_umask_like_any_file(tmp_path: Path) -> None:
         capture_output=True, cwd=ROOT, timeout=60, check=False)
     assert proc.returncode == 1
     assert junit.stat().st_mode & 0o777 == 0o644
+
+
+def test_check_ends_with_a_digest_of_every_failure_and_where_it_is_written() -> None:
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS))
+    out = " ".join(proc.stdout.split())
+    assert "4 failed assertions:" in out
+    assert (f"{CARD}:42 #5 tool_executed ✘ failed at the end in {CARD_EXPRESS} tool "
+            "`order_replacement` never ran as specified; closest: tool `order_replacement` "
+            "ran with shipping=`\"express\"` (string), expected `\"standard\"` (string)") in out
+    assert f"{CARD}:63 #8 bot_did_not_utter ✘ failed at sequence 35 in {CARD_EXPRESS}" in out
+
+
+def test_a_big_replay_shows_a_row_per_scenario_and_the_digest(tmp_path: Path) -> None:
+    lines = CARD_EVENTS.read_text().splitlines(keepends=True)
+    feed = tmp_path / "big.jsonl"
+    feed.write_text("".join(line.replace('"sim-', f'"copy{n}-sim-') for n in range(20)
+                            for line in lines))
+    proc = run("check", str(CARD), "--events", str(feed))
+    assert proc.returncode == 1
+    out = " ".join(proc.stdout.split())
+    assert "by scenario" in out and CARD_EXPRESS not in out.split("failed assertions:")[0]
+    assert "│ 60 │ 20 │ 40 │ 80 │" in out  # conversations, passed, failed, failed assertions
+    assert "+30 more (every one is in --format json and --jsonl)" in out

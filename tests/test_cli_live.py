@@ -45,10 +45,13 @@ def test_watch_into_a_pipe_prints_one_line_per_verdict_then_the_summary() -> Non
     proc = run("watch", str(SCENARIOS), "--events", str(ALL_EVENTS), "--results", str(RESULTS))
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 143 + 2
-    assert all(" PASSED at " in line or " FAILED at " in line for line in lines[:-2])
+    # A line per verdict, the digest (a heading, then two lines per failure), the
+    # summary, and the example's deliberate sequence gap.
+    assert len(lines) == 143 + 1 + 2 * 26 + 2
+    assert all(" PASSED at " in line or " FAILED at " in line for line in lines[:143])
+    assert lines[143] == "26 failed assertions:"
     assert lines[-2].startswith("13 conversations: 5 passed, 8 failed")
-    assert lines[-1] == "1 gap in `sequence` given up on"  # the example's deliberate gap
+    assert lines[-1] == "1 gap in `sequence` given up on"
 
 
 def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() -> None:
