@@ -145,7 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     scenarios = "a scenario file, or a directory searched for *.yml / *.yaml"
     sources = ("event source: a file (JSON lines or a tracker document), a directory of them, "
                "- (standard input), follow:PATH (a file still being "
-               "written), tcp://HOST:PORT or unix:PATH (listen for simulators)")
+               "written), tcp://HOST:PORT or unix:PATH (listen for simulators); several files, "
+               "directories or glob patterns (given at once or --events repeated) are read "
+               "one after the other as one feed")
 
     check = sub.add_parser(
         "check", help="judge an event feed and print a report", formatter_class=formatter,
@@ -157,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
             "curl -s localhost:5005/conversations/sim-1/tracker | "
             "mantle-stream check eval/scenarios/card.yml --events - --format json"))
     check.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
-    check.add_argument("--events", required=True, metavar="SOURCE", help=sources)
+    check.add_argument("--events", required=True, metavar="SOURCE", help=sources,
+                       nargs="+", action="extend")
     check.add_argument("--format", choices=("table", "json"), default="table",
                        help="report format on standard output (default: table)")
     _add_run_options(check)
@@ -171,7 +174,8 @@ def _parser() -> argparse.ArgumentParser:
             "mantle-stream watch eval/scenarios --events follow:rasa_event.log",
             "mantle-stream watch eval/scenarios --events tcp://127.0.0.1:7400"))
     watch.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
-    watch.add_argument("--events", required=True, metavar="SOURCE", help=sources)
+    watch.add_argument("--events", required=True, metavar="SOURCE", help=sources,
+                       nargs="+", action="extend")
     _add_run_options(watch)
     _add_live_options(watch)
 

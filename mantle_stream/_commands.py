@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import glob
 import os
 import signal
 import sys
@@ -274,8 +275,23 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
     return exit_status(report)
 
 
+def _expand(sources: list[str]) -> list[str]:
+    """Glob patterns among the sources, expanded (a path that exists is taken as it is)."""
+    out = []
+    for source in sources:
+        if any(c in source for c in "*?[") and not os.path.exists(source):
+            matches = sorted(glob.glob(source))
+            if not matches:
+                raise UsageError(f"--events `{source}` matches no file")
+            out += matches
+        else:
+            out.append(source)
+    return out
+
+
 def _check_arguments(args: argparse.Namespace) -> None:
     """Usage errors found before anything is read or started (exit 2)."""
+    args.events = _expand(args.events)
     if args.state:
         folder = os.path.dirname(os.path.abspath(args.state))
         if not os.path.isdir(folder):
@@ -284,19 +300,20 @@ def _check_arguments(args: argparse.Namespace) -> None:
         what = "the live view" if args.command == "watch" else "the JSON report"
         raise UsageError(f"--jsonl - would mix verdict lines into {what} on standard output; "
                          "give --jsonl a file")
-    events = args.events
-    if events.endswith((".yml", ".yaml")) and os.path.isfile(events):
-        with open(events, "rb") as fh:
-            head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
-        if head.startswith((b"scenario:", b"#", b"---")):
-            raise UsageError(f"`{events}` looks like a scenario file, not events: were "
-                             "SCENARIO and --events swapped?")
+    for events in args.events:
+        if events.endswith((".yml", ".yaml")) and os.path.isfile(events):
+            with open(events, "rb") as fh:
+                head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+            if head.startswith((b"scenario:", b"#", b"---")):
+                raise UsageError(f"`{events}` looks like a scenario file, not events: were "
+                                 "SCENARIO and --events swapped?")
 
 
 def _check_or_watch(args: argparse.Namespace) -> int:
     _check_arguments(args)
     scenarios = _load(args.scenarios)
-    source = "<stdin>" if args.events == "-" else args.events
+    source = ("<stdin>" if args.events == ["-"] else args.events[0] if len(args.events) == 1
+              else f"{args.events[0]} and {len(args.events) - 1} more")
     recorded = load_results(args.results) if args.results else {}
     evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window,
                           assignments={cid: run.scenario for cid, run in recorded.items()})
@@ -305,7 +322,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         if saved is not None:
             evaluator.restore(saved)
             print(f"mantle-stream: resuming from {args.state}", file=sys.stderr)
-    session = _Session(args, evaluator, live=args.command == "watch", source=args.events)
+    session = _Session(args, evaluator, live=args.command == "watch", source=source)
     session.recorded = recorded
 
     async def go() -> tuple[RunOutcome, Runner]:

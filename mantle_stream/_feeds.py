@@ -78,7 +78,7 @@ import os
 import select
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import BinaryIO, NamedTuple, TypeAlias
 
@@ -435,46 +435,61 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def _event_files(path: str) -> list[str]:
+    """A directory's event files, in name order (FeedError for none)."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise FeedError(f"cannot read events from `{path}`: {_reason(exc)}") from None
+    files = [os.path.join(path, n) for n in names
+             if n.endswith(EVENT_FILE_SUFFIXES) and not n.startswith(".")
+             and os.path.isfile(os.path.join(path, n))]
+    if not files:
+        raise FeedError(f"no event files in directory `{path}` (expected "
+                        f"{', '.join('*' + s for s in EVENT_FILE_SUFFIXES)})")
+    return files
+
+
 class _FileFeed(Feed):
-    """A file, a directory of files, or standard input when ``path`` is None.
+    """Files and directories of files, or standard input when ``paths`` is None.
 
     Each file (and standard input) holds JSON lines, or one tracker document
     (told apart by its first bytes, see :func:`~mantle_stream._flat.is_document`).
     A directory's ``*.json``, ``*.jsonl``, ``*.ndjson`` and ``*.log`` files are
-    read in name order. Ends at the end of the last file.
+    read in name order; several paths one after the other, as one feed. Ends at
+    the end of the last file.
     """
 
-    def __init__(self, path: str | None, stdin: BinaryIO | None, *, max_line_bytes: int) -> None:
-        super().__init__("<stdin>" if path is None else path, live=False,
-                         max_line_bytes=max_line_bytes)
-        self._path = path
+    def __init__(self, paths: list[str] | None, stdin: BinaryIO | None, *,
+                 max_line_bytes: int) -> None:
+        name = "<stdin>" if paths is None else paths[0] if len(paths) == 1 else \
+            f"{paths[0]} and {len(paths) - 1} more"
+        super().__init__(name, live=False, max_line_bytes=max_line_bytes)
+        self._path = None if paths is None else paths[0]
+        self._paths = paths
         self._stdin = stdin
-        self._files: list[str] | None = None  # a directory's files, in order
+        self._files: list[str] | None = None  # every file to read, when not one
 
     async def _open(self) -> None:
-        if self._path is None:
+        if self._paths is None:
             if self._stdin is None:
                 if sys.stdin is None:
                     raise FeedError("cannot read events from `-`: there is no standard input")
                 self._stdin = sys.stdin.buffer
             return
-        path = self._path
-        if os.path.isdir(path):
+        files: list[str] = []
+        for path in self._paths:
+            if os.path.isdir(path):
+                files += _event_files(path)
+                continue
             try:
-                names = sorted(os.listdir(path))
+                (await anyio.to_thread.run_sync(open, path, "rb")).close()
             except OSError as exc:
                 raise FeedError(f"cannot read events from `{path}`: {_reason(exc)}") from None
-            self._files = [os.path.join(path, n) for n in names
-                           if n.endswith(EVENT_FILE_SUFFIXES) and not n.startswith(".")
-                           and os.path.isfile(os.path.join(path, n))]
-            if not self._files:
-                raise FeedError(f"no event files in directory `{path}` (expected "
-                                f"{', '.join('*' + s for s in EVENT_FILE_SUFFIXES)})")
-            return
-        try:
-            (await anyio.to_thread.run_sync(open, path, "rb")).close()
-        except OSError as exc:
-            raise FeedError(f"cannot read events from `{path}`: {_reason(exc)}") from None
+            files.append(path)
+        if len(self._paths) > 1 or os.path.isdir(self._paths[0]):
+            self._files = files
+
 
     async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
         with send:
@@ -693,18 +708,20 @@ class _FollowFeed(Feed):
             self._file = None
 
 
-def open_feed(spec: str, *, poll_interval: float = 0.05, max_line_bytes: int = 1 << 20,
+def open_feed(spec: str | Sequence[str], *, poll_interval: float = 0.05,
+              max_line_bytes: int = 1 << 20,
               stdin: BinaryIO | None = None, token: str | None = None,
               allow_remote: bool = False, max_connections: int = 64,
               auth_timeout: float = 10.0, idle_timeout: float | None = 300.0,
               send_timeout: float | None = 10.0) -> Feed:
     """The feed for a ``--events`` source; nothing is opened until ``async with``.
 
-    ``spec`` is a file path, ``-`` (``stdin``, default ``sys.stdin.buffer``),
-    ``follow:PATH``, ``tcp://HOST:PORT`` (port 0 picks a free one; an empty
-    HOST is ``127.0.0.1``) or ``unix:PATH``. A malformed spec raises
-    FeedError on entering, like every other failure to open, so callers
-    handle one place.
+    ``spec`` is a file or directory path, ``-`` (``stdin``, default
+    ``sys.stdin.buffer``), ``follow:PATH``, ``tcp://HOST:PORT`` (port 0 picks a
+    free one; an empty HOST is ``127.0.0.1``) or ``unix:PATH``; or several file
+    and directory paths, read one after the other as one feed. A malformed
+    spec raises FeedError on entering, like every other failure to open, so
+    callers handle one place.
 
     The rest applies to ``tcp://`` and ``unix:`` only and is ignored for the
     other sources (details in :func:`mantle_stream._sockets.open_socket_feed`):
@@ -717,6 +734,15 @@ def open_feed(spec: str, *, poll_interval: float = 0.05, max_line_bytes: int = 1
         raise ValueError(f"poll_interval must be positive, not {poll_interval!r}")
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be at least 1, not {max_line_bytes!r}")
+    if not isinstance(spec, str):
+        specs = list(spec)
+        if len(specs) != 1:
+            odd = [s for s in specs if s == "-" or ":" in s.split("/", 1)[0] or not s]
+            if odd or not specs:
+                return _Invalid(", ".join(specs), "several event sources must all be files or "
+                                f"directories; `{odd[0] if odd else ''}` is not one")
+            return _FileFeed(specs, None, max_line_bytes=max_line_bytes)
+        spec = specs[0]
     if spec == "-":
         return _FileFeed(None, stdin, max_line_bytes=max_line_bytes)
     if spec.startswith("follow:"):
@@ -739,4 +765,4 @@ def open_feed(spec: str, *, poll_interval: float = 0.05, max_line_bytes: int = 1
         scheme = spec.partition("://")[0]
         return _Invalid(spec, f"bad event source `{spec}`: unknown scheme `{scheme}`; "
                               f"expected {_FORMS}")
-    return _FileFeed(spec, None, max_line_bytes=max_line_bytes)
+    return _FileFeed([spec], None, max_line_bytes=max_line_bytes)

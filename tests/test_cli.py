@@ -386,3 +386,25 @@ def test_a_big_replay_shows_a_row_per_scenario_and_the_digest(tmp_path: Path) ->
     assert "by scenario" in out and CARD_EXPRESS not in out.split("failed assertions:")[0]
     assert "│ 60 │ 20 │ 40 │ 80 │" in out  # conversations, passed, failed, failed assertions
     assert "+30 more (every one is in --format json and --jsonl)" in out
+
+
+@pytest.mark.parametrize("how", ["repeated", "at-once", "glob"])
+def test_several_event_sources_are_read_as_one_feed(how: str) -> None:
+    events = EXAMPLES / "events"
+    files = [str(events / "card_replace_damaged.jsonl"), str(events / "transfer_mcp.jsonl")]
+    args = {"repeated": ["--events", files[0], "--events", files[1]],
+            "at-once": ["--events", *files],
+            "glob": ["--events", str(events / "[ct]*_*.jsonl")]}[how]
+    proc = run("check", str(SCENARIOS), *args, "--results", str(RESULTS), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["conversations"] == 6
+
+
+@pytest.mark.parametrize(("events", "message"), [
+    (["nothing-*.jsonl"], "--events `nothing-*.jsonl` matches no file"),
+    ([str(CARD_EVENTS), "-"], "several event sources must all be files or directories; `-`"),
+], ids=["glob-matches-nothing", "mixed-with-stdin"])
+def test_bad_several_sources_are_usage_errors(events: list[str], message: str) -> None:
+    proc = run("check", str(CARD), "--events", *events)
+    assert proc.returncode == 2
+    assert message in proc.stderr
