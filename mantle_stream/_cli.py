@@ -81,7 +81,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         f"(default: {DEFAULT_REORDER_WINDOW})")
     p.add_argument("--gap-timeout", type=_positive, default=DEFAULT_GAP_TIMEOUT,
                    metavar="SECONDS",
-                   help="give up on a missing sequence after waiting this long "
+                   help="live sources (follow:, tcp://, unix:): give up on a missing "
+                        "sequence after waiting this long; a file is never timed "
                         f"(default: {DEFAULT_GAP_TIMEOUT:g})")
     p.add_argument("--strict", action="store_true",
                    help="exit 2 when anything was not judged as asked: conversations that "

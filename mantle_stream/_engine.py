@@ -92,6 +92,7 @@ class ConversationState(msgspec.Struct, frozen=True):
     recent_ids: list[str] = []
     gave_up: list[tuple[int, int]] = []
     stopped: Decision | None = None
+    late_max: int = -1  # the highest sequence that came after the end
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -180,9 +181,9 @@ class _LineFinder:
 
 class _Conversation:
     __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "gave_up", "held",
-                 "last_seq", "machines", "max_seen", "pending", "plan", "recent_ids",
-                 "replay_unsequenced", "replay_upto", "requested", "results", "stopped", "turn",
-                 "unsequenced")
+                 "last_seq", "late_max", "machines", "max_seen", "pending", "plan", "recent_ids",
+                 "replay_late", "replay_unsequenced", "replay_upto", "requested", "results",
+                 "stopped", "turn", "unsequenced")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
@@ -197,7 +198,8 @@ class _Conversation:
         self.finished = False
         self.stopped: Decision | None = None  # the simulator was told to stop, after this
         self.requested: str | None = None  # a scenario name that is not loaded
-        self.buffer: list[Event] | None = None  # held until the scenario is named
+        # (event, payload) held until the scenario is named
+        self.buffer: list[tuple[Event, Payload]] | None = None
         # Ordering: events are applied in `sequence` order. `last_seq` is the
         # last applied (everything at or below it is a duplicate or too late);
         # `held` keeps events that arrived after a gap, at most the reorder
@@ -209,6 +211,8 @@ class _Conversation:
         self.held: list[tuple[int, int, Event, Payload]] | None = None
         self.gave_up: list[tuple[int, int]] | None = None  # gaps given up on, for late events
         self.replay_upto = -1  # restored from a checkpoint: sequences applied before
+        self.late_max = -1  # the highest sequence that came after the end
+        self.replay_late = -1  # ... before a restore
         self.unsequenced = 0  # rows without a sequence seen so far
         self.replay_unsequenced = 0  # ... of which this many were seen before a restore
         self.recent_ids: deque[str] | None = None  # ids of recent sequence-less events
@@ -255,7 +259,6 @@ class Evaluator:
         self._open_convs: dict[str, _Conversation] = {}  # not finished yet
         self._judged = 0  # conversations with a scenario (the rest are unmatched)
         self._decoder = EventDecoder(source)
-        self._decode = msgspec.json.Decoder(Event).decode
         self._line = 0
         self._events = 0
         self._late = 0
@@ -446,9 +449,12 @@ class Evaluator:
         decoder = self._decoder
         parse_json = _parse_json
         lines: _LineFinder | None = None  # the chunk's lines, found on demand
+        before = 0  # decisions made before the event at hand (for stop_at_failure)
         skipped = 0  # events not applied (replayed), or not reached
         try:
             for position, event in enumerate(events):
+                if stop_at_failure:
+                    before = len(out)
                 # Exactly one payload: single_payload() inlined (see _events for
                 # why two chains; the tests check both copies agree).
                 payload: Any = (
@@ -478,7 +484,7 @@ class Evaluator:
                     # a bad event. Decode its line again on its own.
                     if known is not None:
                         payload = known
-                    elif payload is None and decoder.learned_kind(event):
+                    elif payload is None and event.event is None and decoder.learned_kind(event):
                         payload = UNKNOWN  # a newer kind, decoded as a field of its own
                     else:
                         try:
@@ -591,7 +597,8 @@ class Evaluator:
                         self._finish(conv, out)
                 if conv.held and not self._releasing:
                     self._release(conv, out)
-                if stop_at_failure and out and self._failed_now(out):
+                if stop_at_failure and conv.failed and any(
+                        d.verdict == "failed" for d in out[before:]):  # this event failed one
                     skipped += len(events) - position - 1
                     return
         except _Irregular as irregular:
@@ -627,10 +634,11 @@ class Evaluator:
             return 0
         if seq <= conv.last_seq:
             return self._behind(conv, seq)
+        if seq <= conv.replay_late:
+            self._replayed += 1  # counted late before the restart
+            return 1
         self._late += 1
-        # Late events move the replay mark too, so a resumed run does not
-        # count them twice.
-        conv.last_seq = seq
+        conv.late_max = max(conv.late_max, seq)  # saved, so a resume counts it once
         return 0
 
     def _seen_id(self, conv: _Conversation, event_id: str) -> bool:
@@ -668,8 +676,12 @@ class Evaluator:
             while held and not conv.finished:
                 key, _, event, payload = held[0]
                 if event.sequence is None:
-                    if key > conv.last_seq and force <= 0:
-                        break  # waits behind events it arrived after
+                    if key > conv.last_seq:  # (the events it waits behind are held too)
+                        if force <= 0:
+                            break  # waits behind events it arrived after
+                        force -= 1
+                        self._give_up(conv, conv.last_seq + 1, key)
+                        conv.last_seq = key
                 elif key <= conv.last_seq:  # held twice: the first copy was applied
                     heapq.heappop(held)
                     self._held -= 1
@@ -774,12 +786,13 @@ class Evaluator:
                 held = conv.buffer if conv.buffer is not None else []
                 conv.buffer = held
                 if len(held) < MAX_UNNAMED_BUFFER:
-                    held.append(event)
+                    held.append((event, payload))
                 else:
                     conv.requested = ""  # gave up waiting: reported as naming no scenario
                     conv.buffer = None
             if type(payload) is SessionEnded:
                 conv.finished = True
+                conv.buffer = None  # never to be judged: nothing to keep
                 self._open_convs.pop(conv.cid, None)
             return None
         conv.plan = plan
@@ -790,23 +803,28 @@ class Evaluator:
         held, conv.buffer = conv.buffer or [], None
         conv.events = 0
         self._events -= len(held)  # counted once already, when they arrived
-        self._run(held, out)
+        for earlier, its_payload in held:  # with its payload: its line is not at hand
+            self._run([earlier], out, known=its_payload)
         return plan
 
     # ------------------------------------------------------------------ ending
 
-    def stop(self, conversation_id: str) -> None:
+    def stop(self, conversation_id: str, settled_by: Decision | None = None) -> None:
         """Record that the conversation's simulator was told to stop it.
 
         Its assertions still pending when it ends never had their chance:
-        they end ``skipped``, not failed or passed (see :meth:`finish`).
+        they end ``skipped``, not failed or passed (see :meth:`finish`), with
+        a reason naming ``settled_by`` (the decision the stop message named;
+        by default the first failure, else the first decision).
         """
         conv = self._convs.get(conversation_id)
         if conv is None or conv.plan is None or conv.finished or conv.stopped is not None:
             return
         settled = [r for r in conv.results if r is not None]
         failures = [r for r in settled if r.verdict == "failed"]
-        if failures or settled:
+        if settled_by is not None:
+            conv.stopped = settled_by
+        elif failures or settled:
             conv.stopped = (failures or settled)[0]
         else:
             conv.stopped = Decision(conv.cid, conv.plan.scenario.name, -1, "", "pending", None,
@@ -836,9 +854,11 @@ class Evaluator:
             if conv.finished:
                 return
         conv.finished = True
+        conv.recent_ids = None  # only an open conversation needs them
         self._open_convs.pop(conv.cid, None)
         plan = conv.plan
         if plan is None:
+            conv.buffer = None  # never to be judged: nothing to keep
             return
         if conv.stopped is not None:
             self._skip_pending(conv, out)
@@ -957,14 +977,18 @@ class Evaluator:
         conv = self._convs.get(conversation_id)
         if conv is None or conv.plan is None:
             raise UsageError(f"no judged conversation `{conversation_id}`")
+        waiting = [e.event_id for _, _, e, _ in conv.held or () if e.sequence is None]
         return ConversationState(
             conversation_id=conv.cid, scenario=conv.plan.scenario.name, events=conv.events,
             last_seq=conv.last_seq, turn=conv.turn, armed=list(conv.armed),
             results=list(conv.results),
             machines=[None if m is None else conv.plan.fresh_states[i] if m is UNTOUCHED
                       else m.state() for i, m in enumerate(conv.machines)],
-            finished=conv.finished, unsequenced=conv.unsequenced,
-            recent_ids=list(conv.recent_ids or ()), gave_up=list(conv.gave_up or ()),
+            # Rows without a sequence still held were not applied: a re-read must
+            # see them as new, neither replayed nor repeated.
+            finished=conv.finished, unsequenced=conv.unsequenced - len(waiting),
+            recent_ids=[i for i in conv.recent_ids or () if i not in set(waiting)],
+            gave_up=list(conv.gave_up or ()), late_max=conv.late_max,
             stopped=conv.stopped,
         )
 
@@ -985,6 +1009,7 @@ class Evaluator:
         if state.recent_ids:
             conv.recent_ids = deque(state.recent_ids, maxlen=RECENT_IDS)
         conv.gave_up = [(lo, hi) for lo, hi in state.gave_up] or None
+        conv.late_max = conv.replay_late = state.late_max
         conv.stopped = state.stopped
         conv.results = list(state.results)
         conv.finished = state.finished
@@ -1027,8 +1052,11 @@ class Evaluator:
         return _checkpoint_encoder.encode(Checkpoint(
             version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
             conversations=states,
-            # Held events were not applied: a re-read counts them again.
-            events=self._events - self._held, late_events=self._late,
+            # Held events were not applied, and conversations not judged are not
+            # saved: a re-read counts both again.
+            events=self._events - self._held - sum(
+                c.events for c in self._convs.values() if c.plan is None),
+            late_events=self._late,
             duplicates=self._duplicates,
             gaps=self._gaps, decisions=self._decisions,
             passed=self._passed, failed=self._failed,

@@ -337,26 +337,28 @@ class _Metadata:
     so an identity test finds it.
     """
 
-    __slots__ = ("parsed", "text")
+    __slots__ = ("last",)
 
     def __init__(self) -> None:
-        self.text: object = None
-        self.parsed: dict[str, Any] = {}
+        # (text, parsed) in one slot: replaced in one step, so two threads
+        # sharing the cache never pair one text with another's parse.
+        self.last: tuple[object, dict[str, Any]] = (None, {})
 
     def get(self, metadata: str | dict[str, Any] | None, key: str) -> Any:
         if metadata is None:
             return None
         if type(metadata) is dict:
             return metadata.get(key)
-        if metadata is not self.text:
+        text, parsed = self.last
+        if metadata is not text:
             try:
-                parsed = _json_decode(metadata)  # type: ignore[arg-type]
+                value = _json_decode(metadata)  # type: ignore[arg-type]
             except (msgspec.DecodeError, RecursionError):
-                parsed = None
+                value = None
             # Not a JSON object: no key Mantle writes is there to read.
-            self.parsed = parsed if type(parsed) is dict else {}
-            self.text = metadata
-        return self.parsed.get(key)
+            parsed = value if type(value) is dict else {}
+            self.last = (metadata, parsed)
+        return parsed.get(key)
 
 
 metadata_field = _Metadata().get
@@ -489,7 +491,7 @@ class EventDecoder:
                                   "expected exactly one", line_no, line)
         if self._learned and self.learned_kind(event):
             return event, UNKNOWN
-        kind = self._unknown_kind(line, line_no)
+        kind = self._unknown_kind(line, line_no, learn=bool(event.conversation_id))
         if kind is not None and event.conversation_id:
             self.count(self.unknown, kind)
             return event, UNKNOWN
@@ -515,7 +517,7 @@ class EventDecoder:
                 return True
         return False
 
-    def _unknown_kind(self, line: bytes, line_no: int | None) -> str | None:
+    def _unknown_kind(self, line: bytes, line_no: int | None, *, learn: bool) -> str | None:
         """The one payload key of ``line`` that this version does not know, or None.
 
         A payload is a JSON object: other unknown keys with plain values are
@@ -525,7 +527,8 @@ class EventDecoder:
         objects = [k for k, v in keys.items() if k not in _WIRE_KEYS and bytes(v)[:1] == b"{"]
         if len(objects) != 1:
             return None
-        self._learn(objects[0])
+        if learn:  # (a line that is a bad event anyway teaches nothing)
+            self._learn(objects[0])
         return objects[0]
 
     def _learn(self, kind: str) -> None:

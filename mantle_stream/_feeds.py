@@ -554,6 +554,11 @@ class _FileFeed(Feed):
                         document = [] if is_document(data.removeprefix(BOM)) else None
                     if document is not None:
                         document.append(data)
+                        if sum(map(len, document)) > MAX_DOCUMENT_BYTES:
+                            self._error = FeedError(
+                                f"`{self.name}` is a tracker document of more than the "
+                                f"{MAX_DOCUMENT_BYTES}-byte limit")
+                            return
                     else:
                         await _put(send, lines.feed(data), None)
                 if document is not None and failed is None:

@@ -13,7 +13,8 @@ that position).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -32,7 +33,7 @@ class _Flat(msgspec.Struct, gc=False):
     event: str
     sender_id: str | None = None
     conversation_id: str | None = None
-    sequence: Any = None
+    sequence: Annotated[int, msgspec.Meta(ge=0)] | None = None
     event_id: str | None = None
     timestamp: float | str | None = None
     metadata: dict[str, Any] | None = None
@@ -114,10 +115,7 @@ def flat_event(line: bytes, decoder: EventDecoder) -> tuple[ev.Event, ev.Payload
     cid = row.conversation_id or row.sender_id
     if not cid:
         raise EventError("flat event without `sender_id`")
-    sequence = row.sequence
-    if sequence is not None and (type(sequence) is not int or sequence < 0):
-        raise EventError(f"`sequence` must be a whole number >= 0 or null, got {sequence!r}")
-    envelope: dict[str, Any] = {"conversation_id": cid, "sequence": sequence,
+    envelope: dict[str, Any] = {"conversation_id": cid, "sequence": row.sequence,
                                 "event_id": row.event_id, "timestamp": row.timestamp,
                                 "metadata": row.metadata}
     kind = row.event
@@ -141,30 +139,32 @@ class _Document(msgspec.Struct):
 _decode_document = msgspec.json.Decoder(_Document).decode
 
 
-def is_document(head: bytes) -> bool:
-    """Whether a file starting with ``head`` holds a tracker document, not JSON lines.
+_EVENTS_KEY = re.compile(rb'(?:^|[{,\s])"events"\s*:\s*\[')
 
-    A document is one JSON object with an ``events`` list; it may be
-    pretty-printed over many lines, so the first line alone is not a
-    complete event, or it holds a ``"sender_id"`` and an ``"events"`` key.
+
+def is_document(head: bytes) -> bool:
+    """Whether a file or stream starting with ``head`` is a tracker document, not JSON lines.
+
+    A document is one JSON object with an ``events`` list: pretty-printed, its
+    first line is a lone ``{``; on one line, an ``"events": [`` key stands in
+    it (as a key: inside a JSON string its quotes would be escaped). An event
+    line never has either, so neither a long nor a cut or malformed first line,
+    nor a first read that ends mid-line, is taken for a document.
     """
     first = head.lstrip()
     if not first.startswith(b"{"):
         return False
-    line = first.split(b"\n", 1)[0]
-    try:
-        row = msgspec.json.decode(line)
-    except (msgspec.DecodeError, RecursionError):
-        return True  # an object that does not end on its first line
-    return isinstance(row, dict) and isinstance(row.get("events"), list)
+    line = first.split(b"\n", 1)[0].strip()
+    return line == b"{" or _EVENTS_KEY.search(line) is not None
 
 
 def document_lines(data: bytes, source: str = "<document>") -> tuple[str, bytes]:
     """A tracker document as (its conversation id, JSON lines of its events).
 
-    Each event is given the document's ``sender_id`` and, when it has none,
-    its 0-based position in the list as ``sequence``; the rows stay in the
-    shape they came in (flat or ProtoJSON).
+    Each event is given the document's ``sender_id`` and, when no event of it
+    has a ``sequence`` (as in Rasa's tracker endpoint), its 0-based position
+    in the list as one; the rows stay in the shape they came in (flat or
+    ProtoJSON).
     """
     try:
         doc = _decode_document(data)
@@ -172,13 +172,16 @@ def document_lines(data: bytes, source: str = "<document>") -> tuple[str, bytes]
         raise EventError(f"not a tracker document: {exc}", source=source) from None
     except (msgspec.DecodeError, RecursionError) as exc:
         raise EventError(f"tracker document: {ev.malformed(exc)}", source=source) from None
+    # Positions stand in for sequences only when no row has one: a position
+    # could otherwise repeat another row's real sequence.
+    numbered = not any(row.get("sequence") is not None for row in doc.events)
     lines = []
     for position, row in enumerate(doc.events):
         if "event" in row:
             row.setdefault("sender_id", doc.sender_id)
         else:
             row.setdefault("conversation_id", doc.sender_id)
-        if row.get("sequence") is None:
+        if numbered:
             row["sequence"] = position
         lines.append(_encode(row))
     return doc.sender_id, b"\n".join(lines) + b"\n" if lines else b""

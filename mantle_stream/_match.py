@@ -296,7 +296,7 @@ class BotMatcher(Matcher):
             parts.append(f"text matching `{self.pattern.pattern}`")
         if self.buttons is not None:
             parts.append("buttons " + ", ".join(f"`{t}`" for t, _ in self.buttons)
-                         if self.buttons else "no buttons")
+                         if self.buttons else "any buttons")
         return "agent message with " + " and ".join(parts)
 
     def never(self) -> str:

@@ -36,7 +36,7 @@ import msgspec
 from mantle_stream._defaults import DEFAULT_GAP_TIMEOUT
 from mantle_stream._engine import Evaluator
 from mantle_stream._errors import EventError
-from mantle_stream._feeds import Chunk, Feed, open_feed
+from mantle_stream._feeds import Chunk, Feed, Peer, open_feed
 from mantle_stream._outputs import remove_checkpoint, write_checkpoint
 from mantle_stream._verdicts import Decision
 
@@ -111,6 +111,7 @@ class Runner:
         self.latest: deque[Decision] = deque(maxlen=20)
         self.stopped_early: list[str] = []
         self._notified: set[str] = set()
+        self._held_peers: dict[str, Peer] = {}  # conversations holding events: their peer
         self._rate: deque[tuple[float, int]] = deque(maxlen=12)
         self._ending: Ending = "end-of-input"
         self._scope: anyio.CancelScope | None = None
@@ -183,6 +184,11 @@ class Runner:
                 source=chunk.source if peer is None else peer.name)
             if chunk.ends is not None and evaluator.is_open(chunk.ends):
                 decisions += evaluator.finish(chunk.ends)  # a tracker document: all of it
+            if peer is not None and evaluator.statistics().held:
+                # Whose events wait for a gap: if the gap timeout releases them and
+                # that settles the conversation, the stop message goes there.
+                for cid in evaluator.holding():
+                    self._held_peers.setdefault(cid, peer)
             if decisions:
                 await self._handle(decisions, chunk)
                 if self.fail_fast and any(d.verdict == "failed" for d in decisions):
@@ -227,7 +233,7 @@ class Runner:
             result = evaluator.result(cid)
             self._notified.add(cid)
             self.stopped_early.append(cid)
-            evaluator.stop(cid)  # what is still pending will be skipped, not judged
+            evaluator.stop(cid, decision)  # what is still pending will be skipped, not judged
             # Settled now, so this batch holds the first failure, or (all passed)
             # the last decision.
             message = StopMessage(
@@ -254,15 +260,21 @@ class Runner:
             now = anyio.current_time()
             stats = evaluator.statistics()
             self._rate.append((now, stats.events))
-            if stats.held or waiting:
+            if feed.live and (stats.held or waiting):
+                # Only a live feed waits for time: on a file (or a pipe) every
+                # gap is resolved by its end, whatever the reading speed.
                 holding = evaluator.holding()
                 waiting = {cid: waiting.get(cid, now) for cid in holding}
+                for cid in [c for c in self._held_peers if c not in waiting]:
+                    del self._held_peers[cid]
                 for cid, since in list(waiting.items()):
                     if now - since >= self.gap_timeout:
                         # A missing sequence that has not come in this long is
                         # given up on (counted as a gap; it is late if it comes).
                         del waiting[cid]
-                        await self._handle(evaluator.release_held(cid), None)
+                        peer = self._held_peers.pop(cid, None)
+                        await self._handle(evaluator.release_held(cid),
+                                           None if peer is None else Chunk(b"", peer, 0))
             if self.state_path is not None and now - saved >= self.state_interval:
                 write_checkpoint(self.state_path, evaluator.checkpoint())
                 saved = now

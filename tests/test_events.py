@@ -254,9 +254,23 @@ def test_a_tracker_document_numbers_its_events_by_position() -> None:
     (b'{\n  "sender_id": "c",\n  "events": [', True),
     (b'{"conversation_id":"c","sequence":0,"user":{}}\n{"conv', False),
     (b"", False), (b"[1]", False),
-], ids=["one-line", "pretty", "json-lines", "empty", "array"])
+    (b'{"conversation_id":"c","sequence":0,"bot":{"text":"' + b"x" * 600_000, False),
+    (b'{"conversation_id":"c",\n{"conversation_id":"c","user":{}}\n', False),
+    (b'{"conversation_id":"c","user":{"text":"the \\"events\\": [ list"}}\n', False),
+], ids=["one-line", "pretty", "json-lines", "empty", "array", "long-first-line",
+        "cut-first-line", "events-in-a-string"])
 def test_a_document_is_told_from_json_lines_by_its_start(head: bytes, document: bool) -> None:
     assert is_document(head) is document
+
+
+def test_a_document_mixing_rows_with_and_without_sequence_keeps_their_own() -> None:
+    _, lines = document_lines(json.dumps({"sender_id": "c", "events": [
+        {"conversation_id": "c", "sequence": 0, "session_started": {}},
+        {"conversation_id": "c", "sequence": 1, "user": {"text": "hi"}},
+        {"conversation_id": "c", "sequence": None, "stack": {}},
+        {"conversation_id": "c", "sequence": 2, "skill_activated": {"skill_id": "k"}},
+    ]}).encode())
+    assert [e.sequence for e in decode(lines)] == [0, 1, None, 2]
 
 
 def test_a_document_that_is_not_one_names_the_problem() -> None:
