@@ -50,6 +50,9 @@ def main(host: str, port: int, path: str) -> None:
                     while b"\n" in pending:
                         line, pending = pending.split(b"\n", 1)
                         message = json.loads(line)
+                        if message.get("type") == "error":  # refused: say why
+                            raise SystemExit(f"mantle-stream refused the connection: "
+                                             f"{message.get('error')}")
                         if message.get("stop") and message["conversation_id"] == cid:
                             stop = message
                 if stop is not None:

@@ -26,6 +26,7 @@ from rich.live import Live
 
 from mantle_stream._engine import Evaluator
 from mantle_stream._errors import (
+    CONTROL_ESCAPES,
     EventError,
     MantleStreamError,
     ScenarioError,
@@ -309,6 +310,12 @@ def _check_arguments(args: argparse.Namespace) -> None:
                                  "SCENARIO and --events swapped?")
 
 
+def _say_refused(client: str, reason: str) -> None:
+    """The listener turned a client away: say whom and why, on standard error."""
+    message = f"mantle-stream: refused {client}: {reason}"
+    print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
+
+
 def _check_or_watch(args: argparse.Namespace) -> int:
     _check_arguments(args)
     scenarios = _load(args.scenarios)
@@ -339,6 +346,11 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with feed_cm as feed:
+            feed.on_rejected = _say_refused
+            follow = args.events[0].removeprefix("follow:")
+            if args.events[0].startswith("follow:") and not os.path.exists(follow):
+                print(f"mantle-stream: waiting for `{follow}` to be created", file=sys.stderr,
+                      flush=True)
             if feed.address and feed.live:
                 print(f"mantle-stream: listening on {feed.address}", file=sys.stderr,
                       flush=True)

@@ -276,6 +276,8 @@ class Feed:
         self._last_activity = 0.0
         self._error: FeedError | None = None
         self._rejected: dict[str, int] = {}
+        #: Called with (client, reason) for every client the listener turns away.
+        self.on_rejected: Callable[[str, str], object] | None = None
         self._peers: set[Peer] = set()
         self._entered = False
         self._task_group: TaskGroup | None = None
@@ -380,8 +382,10 @@ class Feed:
     def _touch(self) -> None:
         self._last_activity = anyio.current_time()
 
-    def _count(self, reason: str) -> None:
+    def _count(self, reason: str, client: str = "a client") -> None:
         self._rejected[reason] = self._rejected.get(reason, 0) + 1
+        if self.on_rejected is not None:
+            self.on_rejected(client, reason)
 
     async def _retire(self, peer: Peer) -> None:
         if peer in self._peers:

@@ -153,8 +153,9 @@ class _SocketFeed(Feed):
                 # itself is fine, so wait a little and accept again.
                 await anyio.sleep(_ACCEPT_RETRY)
                 continue
-            peer = Peer(self._peer_name(stream), stream, send_timeout=rules.send_timeout,
-                        on_stall=functools.partial(self._count, SEND_TIMEOUT))
+            name = self._peer_name(stream)
+            peer = Peer(name, stream, send_timeout=rules.send_timeout,
+                        on_stall=functools.partial(self._count, SEND_TIMEOUT, name))
             if len(self._peers) >= rules.max_connections:
                 # Here rather than in a task: a flood of connections then costs
                 # one short write each and never piles up tasks or sockets.
@@ -221,7 +222,7 @@ class _SocketFeed(Feed):
     async def _refuse(self, peer: Peer, stream: SocketStream, reason: str, *,
                       drain: bool) -> None:
         """Count, write the error line, close. Never seen by the consumer."""
-        self._count(reason)
+        self._count(reason, peer.name)
         try:
             with anyio.move_on_after(_SAY_GRACE):
                 await stream.send(_error_line(reason))
@@ -238,7 +239,7 @@ class _SocketFeed(Feed):
 
     async def _idle_out(self, peer: Peer) -> None:
         """Tell a client that sent nothing for ``idle_timeout`` why, then hang up."""
-        self._count(IDLE_TIMEOUT)
+        self._count(IDLE_TIMEOUT, peer.name)
         with anyio.move_on_after(_SAY_GRACE):
             await peer.send(_error_line(IDLE_TIMEOUT))  # serialized with replies
         # Closed now, so the line above is the last the client reads; the

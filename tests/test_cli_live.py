@@ -185,3 +185,38 @@ def test_the_readme_simulator_client_is_stopped_early_over_tcp() -> None:
                                                   "early after assertion #") for a in skipped)
     assert report["summary"]["skipped"] == len(skipped)
     assert proc.returncode == 1
+
+
+def test_the_listener_says_whom_it_refused_and_the_client_says_why(tmp_path: Path) -> None:
+    proc = spawn("check", str(CARD), "--events", "tcp://127.0.0.1:0", "--format", "json",
+                 "--linger", "0.3", "--token", "s3cret")
+    try:
+        assert proc.stderr is not None
+        port = proc.stderr.readline().strip().rsplit(":", 1)[1]
+        client = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "simulator_client.py"), "127.0.0.1", port,
+             str(EXAMPLES / "events" / "card_replace_damaged.jsonl")],
+            capture_output=True, text=True, timeout=60, check=False)
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as sock:
+            # An admitted client with whole conversations, so the run can end.
+            sock.sendall(b"s3cret\n" + (EXAMPLES / "events" / "card_replace_damaged.jsonl")
+                         .read_bytes())
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert "mantle-stream refused the connection: unauthorized" in client.stderr
+    assert "mantle-stream: refused tcp 127.0.0.1:" in stderr and ": unauthorized" in stderr
+
+
+def test_follow_says_it_waits_for_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
+    feed = tmp_path / "later.jsonl"
+    proc = spawn("watch", str(CARD), "--events", f"follow:{feed}", "--linger", "0.3")
+    try:
+        assert proc.stderr is not None
+        waiting = proc.stderr.readline().strip()
+        assert waiting == f"mantle-stream: waiting for `{feed}` to be created"
+        feed.write_text((EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text())
+        proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert proc.returncode == 1
