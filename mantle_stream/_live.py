@@ -404,7 +404,7 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
                 row.append(Text.assemble(_glyph(conv.verdict), (
                     _STOP if conv.conversation_id in stopped else " ", _STOP_STYLE)))
             elif name == "conversation":
-                row.append(literal(conv.conversation_id))
+                row.append(literal(_middle(conv.conversation_id, columns[name])))
             elif name == "scenario":
                 row.append(literal(conv.scenario or "—"))
             elif name == "assertions":
@@ -495,10 +495,11 @@ def _strip(assertions: tuple[AssertionResult, ...], cells: int) -> Text:
 
 
 def _movement(conv: ConversationResult, newest: Decision | None) -> Text:
-    """The newest decision, else the first failure, else the last verdict decided."""
-    if newest is not None:
+    """A failed conversation's first failure (what a watcher needs to see); else the
+    newest decision, else the last verdict decided."""
+    if newest is not None and (conv.verdict != "failed" or newest.verdict == "failed"):
         return _decided(newest.verdict, newest.index, newest.reason)
-    decided = [a for a in conv.assertions if a.verdict != "pending"]
+    decided = [a for a in conv.assertions if a.verdict not in ("pending", "skipped")]
     failed = [a for a in decided if a.verdict == "failed"]
 
     def when(a: AssertionResult) -> tuple[bool, int, int]:
@@ -511,6 +512,15 @@ def _movement(conv: ConversationResult, newest: Decision | None) -> Text:
         last = max(decided, key=when)
         return _decided(last.verdict, last.index, last.reason)
     return Text("no assertions" if not conv.assertions else "no verdict yet", style="dim")
+
+
+def _middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` in the middle: ids such as ``sim-<uuid>`` share their
+    start, and their tail tells them apart."""
+    if len(text) <= width or width < 5:
+        return text
+    head = (width - 1) // 3
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head):]}"
 
 
 def _decided(verdict: str, index: int, reason: str) -> Text:

@@ -336,6 +336,27 @@ def test_compact_latest_is_the_newest_decision_else_the_first_failure() -> None:
     assert "✘ #1 tool `order_replacement` never ran" in express
 
 
+def test_a_failed_row_shows_its_failure_even_when_a_pass_came_after() -> None:
+    snap = many()
+    passed_later = Decision("balance-wait-2", BALANCE, 0, "skill_activated", "passed", 14,
+                            "skill `account_overview` activated", 1)
+    snap = msgspec.structs.replace(snap, latest=(*snap.latest, passed_later))
+    row = next(line for line in render(LiveView(snap), 120).splitlines()
+               if "balance-wait-2" in line)
+    assert "✘ #3 agent uttered the forbidden message" in row
+
+
+def test_long_ids_are_cut_in_the_middle_keeping_their_tail() -> None:
+    snap = many()
+    ids = [f"sim-7c1e0b2a-4d5e-4f60-8a9b-{n:012x}" for n in range(12)]
+    snap = msgspec.structs.replace(snap, latest=(), stopped_early=(), conversations=tuple(
+        msgspec.structs.replace(c, conversation_id=cid)
+        for c, cid in zip(snap.conversations, ids, strict=True)))
+    rows = render(LiveView(snap), 100).splitlines()
+    for cid in ids:  # cut, but the distinguishing tail is always shown
+        assert any("sim-7c1…" in row and cid[-12:] in row for row in rows), cid
+
+
 def test_detail_limit_chooses_between_sections_and_the_table() -> None:
     assert "conversation" in render(LiveView(mixed(), detail_limit=2), 100).splitlines()[4]
     assert re.search(r"\n  ✘ failed +#1 tool_executed ", render(LiveView(many(), detail_limit=12),
