@@ -93,6 +93,8 @@ class ConversationState(msgspec.Struct, frozen=True):
     gave_up: list[tuple[int, int]] = []
     stopped: Decision | None = None
     late_max: int = -1  # the highest sequence that came after the end
+    first_time: float | str | None = None  # timestamps of its first and last applied events
+    last_time: float | str | None = None
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -180,10 +182,10 @@ class _LineFinder:
 
 
 class _Conversation:
-    __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "gave_up", "held",
-                 "last_seq", "late_max", "machines", "max_seen", "pending", "plan", "recent_ids",
-                 "replay_late", "replay_unsequenced", "replay_upto", "requested", "results",
-                 "stopped", "turn", "unsequenced")
+    __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "first_time",
+                 "gave_up", "held", "last_seq", "last_time", "late_max", "machines", "max_seen",
+                 "pending", "plan", "recent_ids", "replay_late", "replay_unsequenced",
+                 "replay_upto", "requested", "results", "stopped", "turn", "unsequenced")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
@@ -212,6 +214,8 @@ class _Conversation:
         self.gave_up: list[tuple[int, int]] | None = None  # gaps given up on, for late events
         self.replay_upto = -1  # restored from a checkpoint: sequences applied before
         self.late_max = -1  # the highest sequence that came after the end
+        self.first_time: object = None  # timestamps of its first and last applied events
+        self.last_time: object = None
         self.replay_late = -1  # ... before a restore
         self.unsequenced = 0  # rows without a sequence seen so far
         self.replay_unsequenced = 0  # ... of which this many were seen before a restore
@@ -560,7 +564,10 @@ class Evaluator:
                     conv.last_seq = seq
                     if seq > conv.max_seen:
                         conv.max_seen = seq
+                if not conv.events:
+                    conv.first_time = event.timestamp  # the first applied, in order
                 conv.events += 1
+                conv.last_time = event.timestamp
                 if cls is not Skipped:
                     if cls is User:
                         text = payload.text
@@ -989,6 +996,7 @@ class Evaluator:
             finished=conv.finished, unsequenced=conv.unsequenced - len(waiting),
             recent_ids=[i for i in conv.recent_ids or () if i not in set(waiting)],
             gave_up=list(conv.gave_up or ()), late_max=conv.late_max,
+            first_time=conv.first_time, last_time=conv.last_time,  # type: ignore[arg-type]
             stopped=conv.stopped,
         )
 
@@ -1010,6 +1018,7 @@ class Evaluator:
             conv.recent_ids = deque(state.recent_ids, maxlen=RECENT_IDS)
         conv.gave_up = [(lo, hi) for lo, hi in state.gave_up] or None
         conv.late_max = conv.replay_late = state.late_max
+        conv.first_time, conv.last_time = state.first_time, state.last_time
         conv.stopped = state.stopped
         conv.results = list(state.results)
         conv.finished = state.finished
@@ -1102,6 +1111,10 @@ def _result_of(conv: _Conversation) -> ConversationResult:
     verdicts = {a.verdict for a in assertions}
     verdict: Verdict = ("failed" if "failed" in verdicts else "pending" if "pending" in verdicts
                         else "passed")
+    first, last = conv.first_time, conv.last_time
+    timed = type(first) is float and type(last) is float
     return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,
-                              conv.finished, conv.turn)
+                              conv.finished, conv.turn,
+                              first if timed else None,  # type: ignore[arg-type]
+                              max(last - first, 0.0) if timed else None)  # type: ignore[operator]
 

@@ -541,6 +541,8 @@ class EventDecoder:
         """
         if len(self._learned) >= MAX_UNKNOWN_KINDS or any(k == kind for _, k in self._learned):
             return  # (the rest of a chunk decoded before it was learnt comes here again)
+        if not kind.isprintable() or '"' in kind or "\\" in kind:
+            return  # not a name msgspec can decode as a field: read from its line each time
         self._learned.append((f"_new_kind_{len(self._learned)}", kind))
         learned = msgspec.defstruct(
             "Event", [(attr, Skipped | None, None) for attr, _ in self._learned],

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import IO
 
 import msgspec
@@ -80,6 +81,11 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
         suite = ET.SubElement(root, "testsuite", name=conv.conversation_id,
                               tests=str(len(conv.assertions)), failures=str(failures),
                               errors="0", skipped=str(skipped))
+        if conv.duration is not None and conv.started is not None:
+            # How long the conversation ran, from its events' own timestamps.
+            suite.set("time", f"{conv.duration:.3f}")
+            suite.set("timestamp", datetime.fromtimestamp(conv.started, UTC).strftime(
+                "%Y-%m-%dT%H:%M:%S"))
         ET.SubElement(ET.SubElement(suite, "properties"), "property", name="scenario",
                       value=conv.scenario or "")
         for a in conv.assertions:

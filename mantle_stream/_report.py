@@ -57,6 +57,9 @@ class ReportConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     events: int
     assertions: list[ReportAssertion]
     recorded: Recorded | None = None
+    # From the events' timestamps: when it started (epoch seconds) and how long it ran.
+    started: float | None = None
+    duration: float | None = None
 
 
 class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -112,6 +115,7 @@ def _conversation(result: ConversationResult, run: RecordedRun | None) -> Report
                     for a in result.assertions],
         recorded=None if run is None else Recorded(run.path, run.run_index,
                                                    compare(result, run)),
+        started=result.started, duration=result.duration,
     )
 
 

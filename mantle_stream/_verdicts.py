@@ -53,6 +53,9 @@ class ConversationResult(msgspec.Struct, frozen=True):
     assertions: tuple[AssertionResult, ...] = ()
     finished: bool = False
     turns: int = 0
+    # From the events' timestamps (epoch seconds), when they carry numbers.
+    started: float | None = None
+    duration: float | None = None
 
 
 class Statistics(msgspec.Struct, frozen=True):

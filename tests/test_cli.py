@@ -41,7 +41,7 @@ def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
     assert report["warnings"] == {"gaps": 1}  # transfer's run 1 skips sequences 38-39
     first = report["conversations"][0]
     assert set(first) == {"conversation_id", "scenario", "verdict", "events", "assertions",
-                          "recorded"}
+                          "recorded", "started", "duration"}
     assert set(first["assertions"][0]) == {"index", "kind", "verdict", "decided_at", "reason"}
     # Standard output holds the report alone; what a person should know goes to stderr.
     assert proc.stderr == "mantle-stream: warning: 1 gap in `sequence` given up on\n"

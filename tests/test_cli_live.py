@@ -79,6 +79,8 @@ def test_junit_is_well_formed_with_one_case_per_assertion(tmp_path: Path) -> Non
     failures = root.findall("testsuite/testcase/failure")
     assert len(failures) == 26 == int(root.get("failures", "-1"))
     express = next(s for s in suites if s.get("name") == CARD_EXPRESS)
+    # From the events' own timestamps: first to last, and when it started (UTC).
+    assert (express.get("time"), express.get("timestamp")) == ("76.476", "2026-12-01T09:07:00")
     failed = {c.get("name"): c.find("failure") for c in express.findall("testcase")}
     tool = failed["#5 tool_executed"]
     assert tool is not None
