@@ -169,6 +169,7 @@ class _Session:
                                        overwrite=getattr(args, "jsonl_mode", "") == "overwrite")
                       if args.jsonl else None)
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
+        self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
 
     def on_bad(self, error: EventError) -> None:
         """--on-bad-event=skip: say what was skipped, on standard error."""
@@ -237,7 +238,7 @@ async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
 
 
 def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str) -> int:
-    report = build_report(session.evaluator, session.recorded)
+    report = build_report(session.evaluator, session.recorded, session.refused)
     if session.args.junit:
         write_junit(session.args.junit, report)
     if fmt == "json":
@@ -354,7 +355,10 @@ def _check_or_watch(args: argparse.Namespace) -> int:
             if feed.address and feed.live:
                 print(f"mantle-stream: listening on {feed.address}", file=sys.stderr,
                       flush=True)
-            return await session.run(runner, feed), runner
+            try:
+                return await session.run(runner, feed), runner
+            finally:
+                session.refused = feed.rejected
 
     try:
         outcome, runner = anyio.run(go)

@@ -93,6 +93,7 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     # Conversations whose metadata names a scenario other than the one loaded (by name).
     other_scenario: dict[str, int] = {}
     scenarios_without_assertions: list[str] = []  # they pass every conversation
+    refused_clients: dict[str, int] = {}  # the listener turned them away, by reason
 
 
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -120,12 +121,14 @@ def _conversation(result: ConversationResult, run: RecordedRun | None) -> Report
 
 
 def build_report(evaluator: Evaluator,
-                 recorded: Mapping[str, RecordedRun] | None = None) -> Report:
+                 recorded: Mapping[str, RecordedRun] | None = None,
+                 refused: Mapping[str, int] | None = None) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
 
     ``recorded`` (from :func:`~mantle_stream._results.load_results`) adds, per
     conversation, where our verdicts differ from those ``evaluate_agent``
-    recorded for the run.
+    recorded for the run. ``refused``: the clients a listener turned away, by
+    reason (``Feed.rejected``).
     """
     recorded = recorded or {}
     conversations = [_conversation(r, recorded.get(r.conversation_id))
@@ -138,7 +141,8 @@ def build_report(evaluator: Evaluator,
                         legacy_rows=dict(evaluator.decoder.legacy),
                         other_scenario=evaluator.other_scenarios(),
                         scenarios_without_assertions=[
-                            s.name for s in evaluator.scenarios if not s.assertions])
+                            s.name for s in evaluator.scenarios if not s.assertions],
+                        refused_clients=dict(refused or {}))
     return Report(
         conversations=conversations,
         summary=Summary(
@@ -199,6 +203,10 @@ def notes(report: Report) -> list[str]:
         n = sum(w.unknown_kinds.values())
         lines.append(f"{_count(n, 'event')} of kinds this version does not know skipped "
                      f"({_named(w.unknown_kinds)})")
+    if w.refused_clients:
+        n = sum(w.refused_clients.values())
+        why = ", ".join(f"{reason} {count}" for reason, count in w.refused_clients.items())
+        lines.append(f"{_count(n, 'client')} refused by the listener ({why})")
     if w.legacy_rows:
         n = sum(w.legacy_rows.values())
         lines.append(f"{_count(n, 'older CALM row')} skipped ({_named(w.legacy_rows)})")

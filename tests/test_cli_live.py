@@ -207,6 +207,7 @@ def test_the_listener_says_whom_it_refused_and_the_client_says_why(tmp_path: Pat
     finally:
         stop(proc)
     assert "mantle-stream refused the connection: unauthorized" in client.stderr
+    assert "1 client refused by the listener (unauthorized 1)" in stderr  # --format json
     assert "mantle-stream: refused tcp 127.0.0.1:" in stderr and ": unauthorized" in stderr
 
 
