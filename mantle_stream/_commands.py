@@ -206,12 +206,15 @@ class _Session:
             if extra is not None:
                 extra(tg)
             if self.live:
+                # The live frames are drawn on the terminal's alternate screen: after a
+                # resize, or a view taller than the terminal, no stale frame is left
+                # above the live area. The final view is printed to the normal screen.
                 with Live(LiveView(self.snapshot(runner)),
-                          console=self.console, auto_refresh=False, transient=False,
-                          redirect_stdout=False, redirect_stderr=False) as view:
+                          console=self.console, auto_refresh=False, transient=True,
+                          screen=True, redirect_stdout=False, redirect_stderr=False) as view:
                     tg.start_soon(_refresh, view, self, runner)
                     await drive(tg)
-                    view.update(LiveView(self.snapshot(runner, final=True)), refresh=True)
+                self.console.print(LiveView(self.snapshot(runner, final=True)))
             else:
                 await drive(tg)
         assert outcome is not None
