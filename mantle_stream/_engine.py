@@ -214,7 +214,8 @@ class _Conversation:
         self.gave_up: list[tuple[int, int]] | None = None  # gaps given up on, for late events
         self.replay_upto = -1  # restored from a checkpoint: sequences applied before
         self.late_max = -1  # the highest sequence that came after the end
-        self.first_time: object = None  # timestamps of its first and last applied events
+        # Timestamps of its first applied event and of its session_ended.
+        self.first_time: object = None
         self.last_time: object = None
         self.replay_late = -1  # ... before a restore
         self.unsequenced = 0  # rows without a sequence seen so far
@@ -276,6 +277,7 @@ class Evaluator:
         self._frozen: dict[str, msgspec.Raw] = {}  # encoded states of finished conversations
         self._replayed = 0  # events already applied before a restore, seen again
         self._decisions = 0
+        self._failures = 0  # failed decisions so far (what --fail-fast watches)
         self._passed = 0
         self._failed = 0
 
@@ -453,12 +455,10 @@ class Evaluator:
         decoder = self._decoder
         parse_json = _parse_json
         lines: _LineFinder | None = None  # the chunk's lines, found on demand
-        before = 0  # decisions made before the event at hand (for stop_at_failure)
+        failures = self._failures  # failed decisions before these events (stop_at_failure)
         skipped = 0  # events not applied (replayed), or not reached
         try:
             for position, event in enumerate(events):
-                if stop_at_failure:
-                    before = len(out)
                 # Exactly one payload: single_payload() inlined (see _events for
                 # why two chains; the tests check both copies agree).
                 payload: Any = (
@@ -567,7 +567,6 @@ class Evaluator:
                 if not conv.events:
                     conv.first_time = event.timestamp  # the first applied, in order
                 conv.events += 1
-                conv.last_time = event.timestamp
                 if cls is not Skipped:
                     if cls is User:
                         text = payload.text
@@ -600,12 +599,12 @@ class Evaluator:
                                     else:
                                         decide(conv, index, outcome[0], seq, outcome[1], out)
                     if cls is SessionEnded:
+                        conv.last_time = event.timestamp  # (not kept per event: it costs)
                         self._drop_held(conv)
                         self._finish(conv, out)
                 if conv.held and not self._releasing:
                     self._release(conv, out)
-                if stop_at_failure and conv.failed and any(
-                        d.verdict == "failed" for d in out[before:]):  # this event failed one
+                if stop_at_failure and self._failures != failures:  # this event failed one
                     skipped += len(events) - position - 1
                     return
         except _Irregular as irregular:
@@ -746,6 +745,7 @@ class Evaluator:
             reason = reason.translate(CONTROL_ESCAPES)  # a reason is one line, whatever it quotes
         if not passed:
             conv.failed = True
+            self._failures += 1
         decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
                             "passed" if passed else "failed", decided_at, reason, conv.turn)
         conv.machines[index] = None
@@ -888,7 +888,9 @@ class Evaluator:
                 self._decide(conv, index, passed, None, reason, out)
         conv.pending -= untouched
         self._decisions += untouched
-        failed = untouched > 0 and any(machines[i] is UNTOUCHED for i in plan.fresh_failures)
+        fresh_failed = untouched and sum(machines[i] is UNTOUCHED for i in plan.fresh_failures)
+        self._failures += fresh_failed
+        failed = fresh_failed > 0
         conv.machines = []
         if failed or conv.failed:
             conv.failed = True
@@ -1112,9 +1114,9 @@ def _result_of(conv: _Conversation) -> ConversationResult:
     verdict: Verdict = ("failed" if "failed" in verdicts else "pending" if "pending" in verdicts
                         else "passed")
     first, last = conv.first_time, conv.last_time
-    timed = type(first) is float and type(last) is float
+    started = first if type(first) is float else None
     return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,
-                              conv.finished, conv.turn,
-                              first if timed else None,  # type: ignore[arg-type]
-                              max(last - first, 0.0) if timed else None)  # type: ignore[operator]
+                              conv.finished, conv.turn, started,
+                              max(last - first, 0.0)  # type: ignore[operator]
+                              if started is not None and type(last) is float else None)
 

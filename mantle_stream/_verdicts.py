@@ -53,7 +53,8 @@ class ConversationResult(msgspec.Struct, frozen=True):
     assertions: tuple[AssertionResult, ...] = ()
     finished: bool = False
     turns: int = 0
-    # From the events' timestamps (epoch seconds), when they carry numbers.
+    # From the events' timestamps (epoch seconds), when they carry numbers: its first
+    # event's, and the time to its session_ended (None when it ended otherwise).
     started: float | None = None
     duration: float | None = None
 
