@@ -38,7 +38,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from reference_batch import BLOCK_KINDS, FRAMEWORK_TOOLS, SKILL_KINDS, SKIPPED_KINDS
+from reference_batch import (
+    BLOCK_KINDS,
+    FRAMEWORK_TOOLS,
+    SKILL_KINDS,
+    SKIPPED_KINDS,
+)
 
 # --------------------------------------------------------------------------
 # Vocabularies
@@ -614,16 +619,6 @@ def interleave(draw: st.DrawFn, sequences: list[list[Any]]) -> list[tuple[int, A
 # Wire shapes
 # --------------------------------------------------------------------------
 
-ENVELOPE_KEYS = (
-    "conversation_id",
-    "timestamp",
-    "sequence",
-    "event_id",
-    "metadata",
-    "user_id",
-    "session_id",
-    "deployment_environment",
-)
 
 
 def _shuffled(mapping: Mapping[str, Any], rnd: random.Random) -> dict[str, Any]:

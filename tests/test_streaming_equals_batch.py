@@ -38,6 +38,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from reference_batch import (
+    ENVELOPE_KEYS,
     FRAMEWORK_TOOLS,
     SKIPPED_KINDS,
     assignment_exists,
@@ -53,7 +54,6 @@ from reference_batch import (
 from strategies import (
     ASSERTION_KINDS,
     BLOCK_KINDS,
-    ENVELOPE_KEYS,
     FRAMEWORK_TOOL_NAMES,
     NON_TURN_TEXTS,
     OTHER_KINDS,
