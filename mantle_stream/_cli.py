@@ -14,7 +14,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from mantle_stream._defaults import DEFAULT_GAP_TIMEOUT, DEFAULT_REORDER_WINDOW, VERSION
+from mantle_stream._defaults import (
+    DEFAULT_GAP_TIMEOUT,
+    DEFAULT_REGEX_TIMEOUT,
+    DEFAULT_REORDER_WINDOW,
+    VERSION,
+)
 
 __all__ = ["main"]
 
@@ -84,6 +89,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="live sources (follow:, tcp://, unix:): give up on a missing "
                         "sequence after waiting this long; a file is never timed "
                         f"(default: {DEFAULT_GAP_TIMEOUT:g})")
+    p.add_argument("--regex-timeout", type=_positive, default=DEFAULT_REGEX_TIMEOUT,
+                   metavar="SECONDS",
+                   help="the time one `text_matches` search may take on one message; past it "
+                        f"the assertion is errored (default: {DEFAULT_REGEX_TIMEOUT:g})")
     p.add_argument("--strict", action="store_true",
                    help="exit 2 when anything was not judged as asked: conversations that "
                         "match no scenario, bad or late events, sequence gaps, unknown kinds")

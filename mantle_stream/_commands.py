@@ -34,6 +34,7 @@ from mantle_stream._errors import (
 )
 from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
+from mantle_stream._match import nested_repetition
 from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
 from mantle_stream._report import (
     EXIT_ERROR,
@@ -145,6 +146,14 @@ def _validate(paths: list[str]) -> int:
         if not n:
             print(f"{s.path}: warning: `{s.name}` has no assertions: every conversation "
                   "judged against it passes", file=sys.stderr)
+        for index, assertion in enumerate(s.assertions):
+            pattern = getattr(assertion, "text_matches", None)
+            if pattern is not None and nested_repetition(pattern):
+                line = s.lines[index] if index < len(s.lines) else 1
+                print(f"{s.path}:{line}: warning: `text_matches` `{pattern}` repeats a "
+                      "repetition without bound, which can backtrack catastrophically; each "
+                      "search is cut off after --regex-timeout and the assertion errored",
+                      file=sys.stderr)
     return 0
 
 
@@ -327,7 +336,8 @@ def _check_or_watch(args: argparse.Namespace) -> int:
               else f"{args.events[0]} and {len(args.events) - 1} more")
     recorded = load_results(args.results) if args.results else {}
     evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window,
-                          assignments={cid: run.scenario for cid, run in recorded.items()})
+                          assignments={cid: run.scenario for cid, run in recorded.items()},
+                          regex_timeout=args.regex_timeout)
     if args.state:
         saved = read_checkpoint(args.state)
         if saved is not None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mantle_stream import _events as ev
+from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT
 from mantle_stream._errors import CONTROL_ESCAPES
 from mantle_stream._machines import (
     UNTOUCHED,
@@ -117,13 +118,14 @@ def _route_table(per_assertion: list[set[Route]]) -> dict[type[ev.Payload], Rout
     return table
 
 
-def compile_assertion(assertion: Assertion) -> tuple[type[Machine], Any, set[Route]]:
+def compile_assertion(assertion: Assertion, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT
+                      ) -> tuple[type[Machine], Any, set[Route]]:
     """The machine class, its plan and its routes for one assertion."""
     if isinstance(assertion, (LifecycleCheck, ToolExecutedCheck)):
         matcher = matcher_for(assertion)
         return FirstMatch, matcher, set(matcher.routes)
     if isinstance(assertion, BotCheck):
-        bot = BotMatcher(assertion)
+        bot = BotMatcher(assertion, regex_timeout)
         cls = FirstMatch if assertion.kind == "bot_uttered" else Forbidden
         return cls, bot, set(bot.routes)
     if isinstance(assertion, MemoryCheck):
@@ -151,6 +153,9 @@ def compile_assertion(assertion: Assertion) -> tuple[type[Machine], Any, set[Rou
     raise TypeError(f"unknown assertion {assertion!r}")
 
 
-def compile_scenario(scenario: Scenario) -> Plan:
-    """Compile every assertion of a scenario."""
-    return Plan(scenario, [compile_assertion(a) for a in scenario.assertions])
+def compile_scenario(scenario: Scenario, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT
+                     ) -> Plan:
+    """Compile every assertion of a scenario (``regex_timeout``: seconds one
+    ``text_matches`` search may take on one message)."""
+    return Plan(scenario, [compile_assertion(a, regex_timeout=regex_timeout)
+                           for a in scenario.assertions])

@@ -6,7 +6,7 @@ A leaf module with no imports, so that reading the arguments (and answering
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_GAP_TIMEOUT", "DEFAULT_REORDER_WINDOW", "VERSION"]
+__all__ = ["DEFAULT_GAP_TIMEOUT", "DEFAULT_REGEX_TIMEOUT", "DEFAULT_REORDER_WINDOW", "VERSION"]
 
 VERSION = "0.1.0"
 #: Events of one conversation held back waiting for a missing earlier sequence:
@@ -15,3 +15,5 @@ VERSION = "0.1.0"
 DEFAULT_REORDER_WINDOW = 1000
 #: Seconds a conversation's events wait for a missing earlier sequence (live runs).
 DEFAULT_GAP_TIMEOUT = 5.0
+#: Seconds one `text_matches` search may take on one message.
+DEFAULT_REGEX_TIMEOUT = 0.1

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from mantle_stream._compiler import BY_VALUE, Plan, compile_scenario
-from mantle_stream._defaults import DEFAULT_REORDER_WINDOW
+from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT, DEFAULT_REORDER_WINDOW
 from mantle_stream._errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream._events import (
     MAX_LINE_BYTES,
@@ -42,6 +42,7 @@ from mantle_stream._events import (
     payload_of,
 )
 from mantle_stream._machines import ARM, UNTOUCHED
+from mantle_stream._match import MatchTimeout
 from mantle_stream._scenario import Scenario
 from mantle_stream._verdicts import (
     AssertionResult,
@@ -238,13 +239,14 @@ class Evaluator:
 
     def __init__(self, scenarios: Scenario | Iterable[Scenario], *,
                  source: str = "<events>", reorder_window: int = DEFAULT_REORDER_WINDOW,
-                 assignments: Mapping[str, str] | None = None) -> None:
+                 assignments: Mapping[str, str] | None = None,
+                 regex_timeout: float = DEFAULT_REGEX_TIMEOUT) -> None:
         if reorder_window < 0:
             raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
         self.reorder_window = reorder_window
         if isinstance(scenarios, Scenario):
             scenarios = [scenarios]
-        self._plans = [compile_scenario(s) for s in scenarios]
+        self._plans = [compile_scenario(s, regex_timeout=regex_timeout) for s in scenarios]
         if not self._plans:
             raise UsageError("an evaluator needs at least one scenario")
         self._by_name: dict[str, Plan] = {}
@@ -592,7 +594,11 @@ class Evaluator:
                             if machine is not None:
                                 if machine is UNTOUCHED:
                                     machine = machines[index] = plan.machine(index)
-                                outcome = machine.step(payload, value, turn)
+                                try:
+                                    outcome = machine.step(payload, value, turn)
+                                except MatchTimeout as exc:  # could not be evaluated
+                                    decide(conv, index, None, seq, str(exc), out)
+                                    continue
                                 if outcome is not None:
                                     if outcome is ARM:
                                         conv.armed.append(index)
@@ -737,17 +743,19 @@ class Evaluator:
                 if outcome is not None and outcome is not ARM:
                     self._decide(conv, index, outcome[0], seq, outcome[1], out)
 
-    def _decide(self, conv: _Conversation, index: int, passed: bool, decided_at: int | None,
-                reason: str, out: list[Decision]) -> None:
+    def _decide(self, conv: _Conversation, index: int, passed: bool | None,
+                decided_at: int | None, reason: str, out: list[Decision]) -> None:
+        """Record a verdict: passed, failed, or (``passed`` None) errored."""
         plan = conv.plan
         assert plan is not None
         if not reason.isprintable():
             reason = reason.translate(CONTROL_ESCAPES)  # a reason is one line, whatever it quotes
-        if not passed:
+        if passed is False:
             conv.failed = True
             self._failures += 1
         decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
-                            "passed" if passed else "failed", decided_at, reason, conv.turn)
+                            "passed" if passed else "errored" if passed is None else "failed",
+                            decided_at, reason, conv.turn)
         conv.machines[index] = None
         conv.results[index] = decision
         conv.pending -= 1
@@ -1112,7 +1120,7 @@ def _result_of(conv: _Conversation) -> ConversationResult:
     )
     verdicts = {a.verdict for a in assertions}
     verdict: Verdict = ("failed" if "failed" in verdicts else "pending" if "pending" in verdicts
-                        else "passed")
+                        else "errored" if "errored" in verdicts else "passed")
     first, last = conv.first_time, conv.last_time
     started = first if type(first) is float else None
     return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,

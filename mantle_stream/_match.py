@@ -13,7 +13,9 @@ import re
 from typing import Any
 
 import msgspec
+import regex
 
+from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT
 from mantle_stream._events import (
     Bot,
     MemorySet,
@@ -37,12 +39,15 @@ from mantle_stream._values import strict_equal
 __all__ = [
     "BotMatcher",
     "LifecycleMatcher",
+    "MatchTimeout",
     "Matcher",
     "MemoryMatcher",
     "Route",
     "ToolMatcher",
+    "compile_pattern",
     "fmt_value",
     "matcher_for",
+    "nested_repetition",
 ]
 
 # What the engine passes as ``value`` with each payload (see _machines):
@@ -252,12 +257,70 @@ class ToolMatcher(Matcher):
         return None
 
 
-class BotMatcher(Matcher):
-    __slots__ = ("buttons", "pattern", "utter_name")
+class MatchTimeout(Exception):
+    """A regular expression ran out of its time on one message (catastrophic backtracking)."""
 
-    def __init__(self, check: BotCheck) -> None:
+
+def compile_pattern(text: str) -> Any:
+    """``text_matches`` compiled with the ``regex`` package (Python's syntax), whose
+    searches take a ``timeout``; ``re`` for the rare pattern only ``re`` reads."""
+    try:
+        return regex.compile(text)
+    except regex.error:
+        return re.compile(text)
+
+
+def nested_repetition(pattern: str) -> bool:
+    """Whether a group that repeats without bound holds a repetition without bound,
+    as in ``(a+)+`` or ``(.*x)*``: the shape that backtracks catastrophically."""
+    stack: list[bool] = []  # per open group: does it hold an unbounded repetition?
+    escaped = in_class = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            stack.append(False)
+        elif c == ")" and stack:
+            inner = stack.pop()
+            if inner and _unbounded_at(pattern, i + 1):
+                return True
+            if stack:
+                stack[-1] = stack[-1] or inner
+        elif stack and _unbounded_at(pattern, i):
+            stack[-1] = True
+        i += 1
+    return False
+
+
+def _unbounded_at(pattern: str, i: int) -> bool:
+    """A quantifier without an upper bound starts at ``pattern[i]``."""
+    return i < len(pattern) and (pattern[i] in "*+" or re.match(r"\{\d*,\}", pattern[i:])
+                                 is not None)
+
+
+class BotMatcher(Matcher):
+    """``bot_uttered`` / ``bot_did_not_utter``: every given field, on one message.
+
+    A ``text_matches`` search may take at most ``timeout`` seconds on one
+    message: a pattern that backtracks catastrophically raises
+    :class:`MatchTimeout`, which the engine reports as an evaluation error of
+    the assertion in that conversation, never a stall for everyone.
+    """
+
+    __slots__ = ("buttons", "pattern", "timeout", "utter_name")
+
+    def __init__(self, check: BotCheck, timeout: float = DEFAULT_REGEX_TIMEOUT) -> None:
         self.utter_name = check.utter_name
-        self.pattern = None if check.text_matches is None else re.compile(check.text_matches)
+        self.timeout = timeout
+        self.pattern = None if check.text_matches is None else compile_pattern(check.text_matches)
         self.buttons = (
             None if check.buttons is None
             else tuple((b.title, b.payload) for b in check.buttons)
@@ -272,8 +335,18 @@ class BotMatcher(Matcher):
         # ``value`` is the message's response name (metadata ``utter_action``).
         if self.utter_name is not None and value != self.utter_name:
             return False
-        if self.pattern is not None and (p.text is None or self.pattern.search(p.text) is None):
-            return False
+        if self.pattern is not None:
+            if p.text is None:
+                return False
+            try:
+                found = (self.pattern.search(p.text, timeout=self.timeout)
+                         if type(self.pattern) is not re.Pattern else self.pattern.search(p.text))
+            except TimeoutError:
+                raise MatchTimeout(f"`text_matches` `{self.pattern.pattern}` ran out of its "
+                                   f"{self.timeout:g} s on a message of {len(p.text)} "
+                                   "characters (catastrophic backtracking?)") from None
+            if found is None:
+                return False
         if self.buttons is not None:
             # At least as many buttons as listed; at each listed position the title
             # equals, and the payload when one is given.

@@ -73,14 +73,16 @@ class JsonlWriter:
 def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
     """The report as JUnit XML: a suite per conversation, a case per assertion."""
     root = ET.Element("testsuites", name=name, tests=str(report.summary.assertions))
-    total_failures = 0
+    total_failures = total_errors = 0
     for conv in report.conversations:
         failures = sum(1 for a in conv.assertions if a.verdict == "failed")
+        errors = sum(1 for a in conv.assertions if a.verdict == "errored")
+        total_errors += errors
         skipped = sum(1 for a in conv.assertions if a.verdict in ("pending", "skipped"))
         total_failures += failures
         suite = ET.SubElement(root, "testsuite", name=conv.conversation_id,
                               tests=str(len(conv.assertions)), failures=str(failures),
-                              errors="0", skipped=str(skipped))
+                              errors=str(errors), skipped=str(skipped))
         if conv.duration is not None and conv.started is not None:
             # How long the conversation ran, from its events' own timestamps.
             suite.set("time", f"{conv.duration:.3f}")
@@ -99,6 +101,9 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
                 ET.SubElement(case, "skipped", message="still pending when the run ended")
             elif a.verdict == "skipped":
                 ET.SubElement(case, "skipped", message=a.reason)
+            elif a.verdict == "errored":  # could not be evaluated: not a failure
+                ET.SubElement(case, "error", message=a.reason, type="errored").text = \
+                    f"{a.reason}\n(at {at})"
             else:
                 ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
     for u in report.unmatched:
@@ -113,7 +118,7 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
             why += f"; did you mean `{u.did_you_mean}`?"
         ET.SubElement(case, "error", message=f"not judged: {why}", type="unmatched")
     root.set("failures", str(total_failures))
-    root.set("errors", str(len(report.unmatched)))
+    root.set("errors", str(total_errors + len(report.unmatched)))
     ET.indent(root)
     xml: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return xml + b"\n"

@@ -73,6 +73,8 @@ class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
     complete: bool = True
     # Assertions left unjudged because mantle_stream stopped their conversation.
     skipped: int = 0
+    # Assertions that could not be evaluated (a regular expression out of time).
+    errored: int = 0
     # With --results: assertions whose verdict differs from evaluate_agent's record.
     recorded_differences: int = 0
 
@@ -154,6 +156,7 @@ def build_report(evaluator: Evaluator,
             complete=not any(a.verdict == "pending" for c in conversations
                              for a in c.assertions),
             skipped=sum(a.verdict == "skipped" for c in conversations for a in c.assertions),
+            errored=sum(a.verdict == "errored" for c in conversations for a in c.assertions),
             recorded_differences=sum(len(c.recorded.differences) for c in conversations
                                      if c.recorded is not None),
         ),
@@ -180,6 +183,9 @@ def notes(report: Report) -> list[str]:
     escaped): an incomplete run, every warning, every conversation not judged."""
     lines = []
     pending = sum(a.verdict == "pending" for c in report.conversations for a in c.assertions)
+    if report.summary.errored:
+        lines.append(f"{_count(report.summary.errored, 'assertion')} could not be evaluated "
+                     "(errored; see the digest)")
     if not report.summary.complete:
         lines.append(f"incomplete: {_count(pending, 'assertion')} still pending (the run "
                      "stopped before its end)")
@@ -240,9 +246,11 @@ def strict_problems(report: Report) -> list[str]:
 
 
 def exit_status(report: Report) -> int:
-    """0 all passed, 1 something failed, 2 nothing could be judged."""
+    """0 all passed, 1 something failed, 2 something could not be judged."""
     if report.summary.failed:
         return EXIT_FAILED
+    if report.summary.errored:
+        return EXIT_ERROR
     if not report.conversations:
         return EXIT_ERROR
     return EXIT_OK

@@ -1,0 +1,83 @@
+"""A regular expression that backtracks catastrophically stalls no one.
+
+``text_matches`` is searched with the ``regex`` package's time limit per
+message (``--regex-timeout``, 0.1 s by default): a search that runs out makes
+that assertion *errored* in that conversation (never a silent pass or fail),
+other assertions and conversations go on, and ``validate`` warns about the
+shape of pattern that does this.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_assertions_harness import scenario
+
+import mantle_stream as ms
+from mantle_stream._match import nested_repetition
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIL = r"(a+)+$"
+QUADRATIC = "replacement.*(ordered|placed)"  # the example scenario's own pattern
+
+
+def bot_line(cid: str, seq: int, text: str) -> bytes:
+    return json.dumps({"conversation_id": cid, "sequence": seq, "metadata": None,
+                       "bot": {"text": text, "data": {}}}).encode() + b"\n"
+
+
+@pytest.mark.parametrize(("pattern", "text"), [
+    (EVIL, "a" * 5000 + "!"), (QUADRATIC, "replacement " * 40_000),
+], ids=["nested", "quadratic-on-a-huge-message"])
+def test_a_search_out_of_time_is_an_error_of_that_assertion_only(pattern: str,
+                                                                   text: str) -> None:
+    evaluator = ms.Evaluator([scenario({"bot_uttered": {"text_matches": pattern}},
+                                       {"bot_uttered": {"text_matches": "ok"}})],
+                             regex_timeout=0.05)
+    started = time.perf_counter()
+    evaluator.push_chunk(bot_line("slow", 0, text) + bot_line("fast", 0, "ok"))
+    assert time.perf_counter() - started < 2  # bounded, whatever the pattern does
+    evaluator.finish_all()
+    slow, fast = evaluator.results()
+    assert [a.verdict for a in slow.assertions] == ["errored", "failed"]
+    assert slow.assertions[0].decided_at == 0
+    assert "ran out of its 0.05 s" in slow.assertions[0].reason
+    assert [a.verdict for a in fast.assertions] == ["failed", "passed"]
+
+
+def test_an_errored_assertion_is_a_junit_error_and_exit_status_2(tmp_path: Path) -> None:
+    scen = tmp_path / "s.yml"
+    scen.write_text(json.dumps({"scenario": {"name": "s", "simulation_context": "x", "goals": {
+        "assertions": [{"bot_did_not_utter": {"text_matches": EVIL}}]}}}))
+    junit = tmp_path / "j.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mantle_stream", "check", str(scen), "--events", "-",
+         "--junit", str(junit), "--regex-timeout", "0.05"],
+        input=bot_line("c", 0, "a" * 5000 + "!"), capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert b"1 assertion could not be evaluated" in proc.stdout
+    assert b'type="errored"' in junit.read_bytes()
+
+
+@pytest.mark.parametrize(("pattern", "nested"), [
+    ("(a+)+$", True), ("(.*x)*", True), ("((a+)b)*", True), ("(x{2,})+", True),
+    (QUADRATIC, False), ("(ab)+", False), (r"\(a+\)+", False), ("[(a+)]+", False),
+    ("(a{1,3})+", False),
+], ids=lambda v: str(v))
+def test_nested_unbounded_repetition_is_recognised(pattern: str, nested: bool) -> None:
+    assert nested_repetition(pattern) is nested
+
+
+def test_validate_warns_about_a_pattern_that_can_backtrack(tmp_path: Path) -> None:
+    scen = tmp_path / "s.yml"
+    scen.write_text("scenario:\n  name: s\n  simulation_context: x\n  goals:\n    assertions:\n"
+                    "      - bot_uttered: {text_matches: '(a+)+$'}\n")
+    proc = subprocess.run([sys.executable, "-m", "mantle_stream", "validate", str(scen)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0
+    assert f"{scen}:6: warning: `text_matches` `(a+)+$` repeats a repetition" in proc.stderr
