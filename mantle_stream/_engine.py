@@ -59,6 +59,9 @@ __all__ = ["DEFAULT_REORDER_WINDOW", "Checkpoint", "ConversationState", "Evaluat
 MAX_UNNAMED_BUFFER = 1000
 #: Event ids remembered per conversation for events that carry no sequence.
 RECENT_IDS = 64
+#: A jump in one conversation's `sequence` past which it is a wrong number, not a
+#: gap (a Mantle conversation has at most 30 simulated turns: some hundreds of events).
+MAX_SEQUENCE_JUMP = 100_000
 #: Given-up gaps remembered per conversation, to tell late events from duplicates.
 RECENT_GAPS = 16
 
@@ -556,6 +559,13 @@ class Evaluator:
                         skipped += self._behind(conv, seq)
                         continue
                     if seq > conv.max_seen:
+                        if conv.max_seen >= 0 and seq - conv.max_seen > MAX_SEQUENCE_JUMP:
+                            # A typo of 10**12 would otherwise become the high-water
+                            # mark and make every later event a duplicate.
+                            raise _Irregular(EventError(
+                                f"`sequence` {seq} is more than {MAX_SEQUENCE_JUMP:,} beyond "
+                                f"the highest this conversation has had ({conv.max_seen}): a "
+                                "wrong number, not a gap"), position)
                         conv.max_seen = seq
                     if self.reorder_window:
                         self._hold(conv, seq, event, payload, out)

@@ -308,3 +308,15 @@ async def test_a_conversation_settled_by_the_gap_timeout_gets_its_stop_message()
     assert [a.verdict for a in result.assertions] == ["failed", "skipped"]
     assert "after assertion #0 `bot_did_not_utter` failed at sequence 2" in \
         result.assertions[1].reason
+
+
+def test_a_wild_sequence_is_a_bad_event_not_a_new_high_water_mark() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
+    evaluator.push_line(row(0, session_started={}))
+    with pytest.raises(ms.EventError, match=r"`sequence` 1000000000000 is more than 100,000 "
+                                            r"beyond the highest this conversation has had"):
+        evaluator.push_line(row(10**12, user={"text": "typo"}))
+    decisions = evaluator.push_line(row(1, skill_activated={"skill_id": "k"}))
+    assert [(d.verdict, d.decided_at) for d in decisions] == [("passed", 1)]
+    assert evaluator.push_line(row(2, session_ended={})) == []
+    assert evaluator.is_open("c") is False  # it ended: the typo did not wedge it
