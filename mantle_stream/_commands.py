@@ -35,7 +35,7 @@ from mantle_stream._errors import (
 from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
 from mantle_stream._match import nested_repetition
-from mantle_stream._outputs import JsonlWriter, read_checkpoint, write_junit
+from mantle_stream._outputs import JsonlWriter, lock_state, read_checkpoint, write_junit
 from mantle_stream._report import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -338,6 +338,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
     evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window,
                           assignments={cid: run.scenario for cid, run in recorded.items()},
                           regex_timeout=args.regex_timeout)
+    state_lock = lock_state(args.state) if args.state else None
     if args.state:
         saved = read_checkpoint(args.state)
         if saved is not None:
@@ -377,6 +378,8 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         outcome, runner = anyio.run(go)
     finally:
         session.close()
+        if state_lock is not None:
+            state_lock.close()  # (the lock goes with it)
     return _finish(session, outcome, runner,
                    fmt=args.format if args.command == "check" else "live")
 

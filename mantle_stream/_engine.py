@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import hashlib
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -107,6 +108,9 @@ class Checkpoint(msgspec.Struct, frozen=True):
     version: int
     scenarios: list[str]
     conversations: list[ConversationState]  # encoded once each after they finish
+    # Per scenario, a digest of its assertions: an edited scenario of the same
+    # name must not resume machines compiled from the old one.
+    fingerprints: list[str] = []
     events: int = 0
     late_events: int = 0
     duplicates: int = 0
@@ -1030,6 +1034,10 @@ class Evaluator:
         plan = self._by_name.get(state.scenario)
         if plan is None:
             raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
+        machines = len(plan.kinds) if state.finished else len(state.machines)
+        if not len(state.results) == machines == len(plan.kinds):  # (an ended one keeps none)
+            raise ValueError(f"{len(state.results)} results and {len(state.machines)} machines "
+                             f"saved for {len(plan.kinds)} assertions")
         conv = _Conversation(state.conversation_id, plan)
         conv.events, conv.turn, conv.armed = state.events, state.turn, list(state.armed)
         conv.last_seq = conv.replay_upto = conv.max_seen = state.last_seq
@@ -1080,6 +1088,7 @@ class Evaluator:
                 states.append(self.conversation_state(conv.cid))
         return _checkpoint_encoder.encode(Checkpoint(
             version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
+            fingerprints=self._fingerprints(),
             conversations=states,
             # Held events were not applied, and conversations not judged are not
             # saved: a re-read counts both again.
@@ -1090,6 +1099,10 @@ class Evaluator:
             gaps=self._gaps, decisions=self._decisions,
             passed=self._passed, failed=self._failed,
         ))
+
+    def _fingerprints(self) -> list[str]:
+        return [hashlib.sha256(msgspec.json.encode(p.scenario.assertions)).hexdigest()[:16]
+                for p in self._plans]
 
     def restore(self, data: bytes) -> None:
         """Resume from :meth:`checkpoint` output (into a fresh evaluator, same scenarios)."""
@@ -1103,10 +1116,23 @@ class Evaluator:
         if saved.scenarios != names:
             raise UsageError("the checkpoint was taken with other scenarios "
                              f"({', '.join(saved.scenarios)}); load the same ones to resume")
+        changed = [name for name, old, new in zip(names, saved.fingerprints or [""] * len(names),
+                                                  self._fingerprints(), strict=True)
+                   if old != new]
+        if changed:
+            raise UsageError(
+                f"the checkpoint was taken before scenario {', '.join(f'`{n}`' for n in changed)} "
+                "changed: its saved verdicts and machines belong to other assertions; remove "
+                "the state file to judge the feed afresh")
         if self._convs:
             raise UsageError("restore into a fresh evaluator")
         for state in saved.conversations:
-            self.restore_conversation(state)
+            try:
+                self.restore_conversation(state)
+            except (IndexError, KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"the checkpoint is damaged (conversation "
+                                 f"`{state.conversation_id}`: {exc}); remove the state file "
+                                 "to judge the feed afresh") from None
         self._events, self._late = saved.events, saved.late_events
         self._duplicates, self._gaps = saved.duplicates, saved.gaps
         # Bad lines are not checkpointed: they belong to no conversation, and

@@ -10,6 +10,7 @@ test reporters read; it is written atomically at the end of the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -24,8 +25,8 @@ from mantle_stream._errors import FeedError
 from mantle_stream._report import Report
 from mantle_stream._verdicts import Decision
 
-__all__ = ["JsonlRecord", "JsonlWriter", "junit_xml", "read_checkpoint", "remove_checkpoint",
-           "write_checkpoint", "write_junit"]
+__all__ = ["JsonlRecord", "JsonlWriter", "junit_xml", "lock_state", "read_checkpoint",
+           "remove_checkpoint", "write_checkpoint", "write_junit"]
 
 
 class JsonlRecord(msgspec.Struct, frozen=True):
@@ -163,6 +164,30 @@ def write_junit(path: str, report: Report) -> None:
 def write_checkpoint(path: str, data: bytes) -> None:
     """Save an evaluator checkpoint (``--state``) atomically and durably."""
     _write_atomically(path, data, durable=True)
+
+
+def lock_state(path: str) -> IO[bytes]:
+    """Hold ``PATH.lock`` for the whole run: two runs with one ``--state`` would
+    overwrite each other's checkpoints. Left-over temporary files of a run that
+    was killed mid-write are removed (no other run can be writing them now)."""
+    import fcntl  # POSIX; imported here so that the module loads elsewhere too
+
+    try:
+        lock = open(path + ".lock", "ab")  # noqa: SIM115 - held for the run, closed by the caller
+    except OSError as exc:
+        raise FeedError(f"cannot lock the state file `{path}`: {exc.strerror}") from None
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise FeedError(f"another mantle-stream run is using the state file `{path}`") from None
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = f".{os.path.basename(path)}-"
+    for name in os.listdir(directory):
+        if name.startswith(prefix):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+    return lock
 
 
 def read_checkpoint(path: str) -> bytes | None:

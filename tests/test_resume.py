@@ -362,3 +362,48 @@ def test_a_report_of_a_stopped_run_says_it_is_not_complete(tmp_path: Path) -> No
     summary = json.loads(proc.stdout)["summary"]
     assert summary["complete"] is False
     assert "complete" not in uninterrupted()["summary"]
+
+
+def test_a_checkpoint_of_an_edited_scenario_is_refused() -> None:
+    def scen(value: int) -> ms.Scenario:
+        return ms.load_scenario_text(json.dumps({"scenario": {
+            "name": "t", "simulation_context": "x", "goals": {"assertions": [
+                {"memory_was_set": [{"name": "a.b", "value": value}]}]}}}))
+
+    first = ms.Evaluator([scen(1)])
+    first.push_line('{"conversation_id":"c","sequence":0,"memory_set":{"key":"a.b",'
+                    '"value_json":"1"}}')
+    with pytest.raises(ms.UsageError, match="taken before scenario `t` changed"):
+        ms.Evaluator([scen(2)]).restore(first.checkpoint())
+
+
+@pytest.mark.parametrize("damage", ["short-machines", "short-results", "bad-machine-state"])
+def test_a_damaged_checkpoint_is_refused_with_a_message(damage: str) -> None:
+    first = evaluator()
+    first.push_chunk(b"".join(LINES[:200]))
+    saved = json.loads(first.checkpoint())
+    conv = next(c for c in saved["conversations"] if not c["finished"])
+    if damage == "short-machines":
+        conv["machines"] = conv["machines"][:-1]
+    elif damage == "short-results":
+        conv["results"] = conv["results"][:-1]
+    else:
+        index = next(i for i, m in enumerate(conv["machines"]) if m)
+        conv["machines"][index] = ["x"] * 9
+    with pytest.raises(ms.UsageError, match="the checkpoint is damaged"):
+        evaluator().restore(json.dumps(saved).encode())
+
+
+def test_two_runs_cannot_share_a_state_file_and_partial_writes_are_cleaned(
+        tmp_path: Path) -> None:
+    from mantle_stream._outputs import lock_state
+
+    state = tmp_path / "state.json"
+    leftover = tmp_path / ".state.json-abc123"
+    leftover.write_text("half a checkpoint")
+    with lock_state(str(state)):
+        assert not leftover.exists()
+        proc = run_cli("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--state",
+                       str(state), "--results", str(RESULTS))
+        assert proc.returncode == 2
+        assert f"another mantle-stream run is using the state file `{state}`" in proc.stderr
