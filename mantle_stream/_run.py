@@ -176,12 +176,23 @@ class Runner:
     async def _consume(self, feed: Feed) -> None:
         evaluator = self.evaluator
         on_bad = self._bad if self.skip_bad_events else None
+        refused: list[EventError] = []
         async for chunk in feed:
             peer = chunk.peer
             decisions = evaluator.push_chunk(
-                chunk.data, stop_at_failure=self.fail_fast, on_bad=on_bad,
+                chunk.data, stop_at_failure=self.fail_fast,
+                # On a listener, one client's bad line is that client's problem: it is
+                # answered there, counted and skipped; the others' runs go on.
+                on_bad=on_bad if peer is None else refused.append,
                 first_line=chunk.first_line,
                 source=chunk.source if peer is None else peer.name)
+            if refused:
+                assert peer is not None
+                for error in refused:
+                    self._bad(error)
+                    await peer.send(_encode({"type": "error", "error": "bad event",
+                                             "line": error.line, "message": error.message}))
+                refused.clear()
             if chunk.ends is not None and evaluator.is_open(chunk.ends):
                 decisions += evaluator.finish(chunk.ends)  # a tracker document: all of it
             if peer is not None and evaluator.statistics().held:

@@ -234,3 +234,31 @@ async def test_stop_from_outside_keeps_pending_verdicts_pending() -> None:
             outcome = await runner.run(feed)
     assert outcome.ending == "cancelled"
     assert [a.verdict for a in evaluator.result("c").assertions] == ["pending"]
+
+
+async def test_one_clients_bad_line_is_answered_there_and_the_others_go_on() -> None:
+    evaluator = ms.Evaluator([scenario(SKILL)])
+    answers: dict[str, list[dict[str, Any]]] = {}
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+        async def client(cid: str, bad: bool) -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                if bad:
+                    await stream.send(b'{"conversation_id": "x", "sequence": 0}\n')
+                    with anyio.fail_after(5):
+                        answers[cid] = [json.loads(await read_line(stream, bytearray()))]
+                await stream.send(line(cid, 0, skill_activated={"skill_id": "card_replace"}))
+                await stream.send(line(cid, 1, session_ended={}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client, "good", False)
+            tg.start_soon(client, "bad", True)
+            outcome = await Runner(evaluator, linger=0.3).run(feed)
+    assert outcome.ending == "ended"
+    assert answers["bad"] == [{"type": "error", "error": "bad event", "line": 1,
+                               "message": answers["bad"][0]["message"]}]
+    assert "no payload key" in answers["bad"][0]["message"]
+    assert {r.conversation_id: r.verdict for r in evaluator.results()} == {
+        "good": "passed", "bad": "passed"}
+    assert evaluator.statistics().bad_events == 1
