@@ -306,6 +306,9 @@ def _expand(sources: list[str]) -> list[str]:
 def _check_arguments(args: argparse.Namespace) -> None:
     """Usage errors found before anything is read or started (exit 2)."""
     args.events = _expand(args.events)
+    if getattr(args, "listen_remote", False) and not args.token:
+        print("mantle-stream: warning: --listen-remote without --token: anyone who can reach "
+              "this port can write events into any conversation", file=sys.stderr)
     if args.state:
         folder = os.path.dirname(os.path.abspath(args.state))
         if not os.path.isdir(folder):

@@ -223,3 +223,14 @@ def test_follow_says_it_waits_for_a_file_that_does_not_exist_yet(tmp_path: Path)
     finally:
         stop(proc)
     assert proc.returncode == 1
+
+
+def test_listening_remotely_without_a_token_is_warned_about() -> None:
+    proc = spawn("check", str(CARD), "--events", "tcp://127.0.0.1:0", "--listen-remote",
+                 "--linger", "0.2")
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+    finally:
+        stop(proc)
+    assert first.startswith("mantle-stream: warning: --listen-remote without --token")
