@@ -192,7 +192,7 @@ class _LineFinder:
 class _Conversation:
     __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "first_time",
                  "gave_up", "held", "last_seq", "last_time", "late_max", "machines", "max_seen",
-                 "pending", "plan", "recent_ids", "replay_late", "replay_unsequenced",
+                 "owner", "pending", "plan", "recent_ids", "replay_late", "replay_unsequenced",
                  "replay_upto", "requested", "results", "stopped", "turn", "unsequenced")
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
@@ -207,6 +207,7 @@ class _Conversation:
         self.armed: list[int] = []  # machines to show the next turn-starting user event
         self.finished = False
         self.stopped: Decision | None = None  # the simulator was told to stop, after this
+        self.owner: object = None  # the connection whose conversation it is (see push_chunk)
         self.requested: str | None = None  # a scenario name that is not loaded
         # (event, payload) held until the scenario is named
         self.buffer: list[tuple[Event, Payload]] | None = None
@@ -285,6 +286,7 @@ class Evaluator:
         self._source: str | None = None  # where the chunk being pushed came from
         self._frozen: dict[str, msgspec.Raw] = {}  # encoded states of finished conversations
         self._replayed = 0  # events already applied before a restore, seen again
+        self._foreign = 0  # events for a conversation another owner holds: refused
         self._decisions = 0
         self._failures = 0  # failed decisions so far (what --fail-fast watches)
         self._passed = 0
@@ -324,7 +326,7 @@ class Evaluator:
         return out
 
     def _push_line(self, line: bytes, line_no: int, out: list[Decision],
-                   stop_at_failure: bool = False) -> None:
+                   stop_at_failure: bool = False, owner: object = None) -> None:
         """Decode and apply one line on its own (exact line numbers in errors)."""
         try:
             event = self._decoder.decode_raw(line, line_no)
@@ -333,13 +335,14 @@ class Evaluator:
         if event is None:
             return
         try:
-            self._run([event], out, stop_at_failure, line, line_no)
+            self._run([event], out, stop_at_failure, line, line_no, owner=owner)
         except _Irregular as irregular:
             raise self._locate(irregular.error, line_no, line) from None
 
     def push_chunk(self, chunk: bytes, *, stop_at_failure: bool = False,
                    on_bad: Callable[[EventError], object] | None = None,
-                   first_line: int | None = None, source: str | None = None) -> list[Decision]:
+                   first_line: int | None = None, source: str | None = None,
+                   owner: object = None) -> list[Decision]:
         """Apply a chunk of complete JSON lines (the fast path for files and sockets).
 
         The chunk must end at a line boundary; a trailing partial line is
@@ -349,7 +352,10 @@ class Evaluator:
         applied); with ``on_bad`` it is reported there, skipped and counted, and
         the rest of the chunk is applied. ``first_line`` and ``source`` name
         where the chunk came from in error messages (a socket connection, say);
-        by default lines are counted across every chunk pushed.
+        by default lines are counted across every chunk pushed. ``owner``
+        (a connection, say) owns the conversations it opens: its events for a
+        conversation another owner holds are refused and counted
+        (``foreign_events``) until that owner is released (:meth:`release_owner`).
         """
         first = self._line + 1 if first_line is None else first_line
         self._source = source
@@ -369,7 +375,7 @@ class Evaluator:
         if events is None:
             for offset, line in enumerate(chunk.split(b"\n")):
                 try:
-                    self._push_line(line, first + offset, out, stop_at_failure)
+                    self._push_line(line, first + offset, out, stop_at_failure, owner)
                 except EventError as exc:
                     self._bad_event(exc, on_bad, out)
                 if stop_at_failure and self._failed_now(out):
@@ -380,7 +386,7 @@ class Evaluator:
         while True:
             try:
                 self._run(events[start:] if start else events, out, stop_at_failure, chunk,
-                          first, start)
+                          first, start, owner=owner)
                 return out
             except _Irregular as irregular:
                 position = start + irregular.position
@@ -426,6 +432,13 @@ class Evaluator:
                 self._release(conv, out, force=len(conv.held))
         return out
 
+    def release_owner(self, owner: object) -> None:
+        """``owner`` is gone: the next owner to send events for its conversations takes
+        them over (a simulator that reconnects)."""
+        for conv in self._open_convs.values():
+            if conv.owner is owner:
+                conv.owner = None
+
     def holding(self) -> list[str]:
         """Conversations with events waiting for a missing earlier sequence."""
         return [cid for cid, conv in self._open_convs.items() if conv.held]
@@ -446,7 +459,7 @@ class Evaluator:
 
     def _run(self, events: list[Event], out: list[Decision], stop_at_failure: bool = False,
              chunk: bytes | None = None, first: int = 1, offset: int = 0,
-             known: Payload | None = None) -> None:
+             known: Payload | None = None, owner: object = None) -> None:
         """Apply events in order: the hot path, kept in one function on purpose.
 
         Every event of every source passes through this loop, so routing is
@@ -531,6 +544,12 @@ class Evaluator:
                 conv = convs.get(event.conversation_id)
                 if conv is None:
                     conv = self._open(event)
+                if owner is not None and conv.owner is not owner:
+                    if conv.owner is None:
+                        conv.owner = owner  # its first connection, or one taking it over
+                    else:
+                        self._foreign += 1  # another client's conversation: refused
+                        continue
                 plan = conv.plan
                 if plan is None or conv.finished:
                     if conv.finished:
@@ -999,6 +1018,7 @@ class Evaluator:
             bad_events=self._bad, replayed=self._replayed,
             unmatched=len(self._convs) - self._judged,
             legacy_rows=sum(self._decoder.legacy.values()),
+            foreign_events=self._foreign,
         )
 
     # ------------------------------------------------------------------ checkpoints

@@ -278,6 +278,8 @@ class Feed:
         self._rejected: dict[str, int] = {}
         #: Called with (client, reason) for every client the listener turns away.
         self.on_rejected: Callable[[str, str], object] | None = None
+        #: Called with a connection once its last line has been handed out.
+        self.on_gone: Callable[[Peer], object] | None = None
         self._peers: set[Peer] = set()
         self._entered = False
         self._task_group: TaskGroup | None = None
@@ -388,6 +390,8 @@ class Feed:
             self.on_rejected(client, reason)
 
     async def _retire(self, peer: Peer) -> None:
+        if self.on_gone is not None:
+            self.on_gone(peer)
         if peer in self._peers:
             self._peers.discard(peer)
             self._connections -= 1

@@ -96,6 +96,7 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     other_scenario: dict[str, int] = {}
     scenarios_without_assertions: list[str] = []  # they pass every conversation
     refused_clients: dict[str, int] = {}  # the listener turned them away, by reason
+    foreign_events: int = 0  # sent for a conversation another connection owns: refused
 
 
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -144,7 +145,8 @@ def build_report(evaluator: Evaluator,
                         other_scenario=evaluator.other_scenarios(),
                         scenarios_without_assertions=[
                             s.name for s in evaluator.scenarios if not s.assertions],
-                        refused_clients=dict(refused or {}))
+                        refused_clients=dict(refused or {}),
+                        foreign_events=stats.foreign_events)
     return Report(
         conversations=conversations,
         summary=Summary(
@@ -201,7 +203,9 @@ def notes(report: Report) -> list[str]:
                         (w.duplicates, "duplicate event skipped"),
                         (w.late_events, "late event ignored (after its conversation ended, or "
                                         "after its gap was given up on)"),
-                        (w.gaps, "gap in `sequence` given up on")):
+                        (w.gaps, "gap in `sequence` given up on"),
+                        (w.foreign_events, "event refused: its conversation belongs to another "
+                                           "connection")):
         if count:
             noun, _, rest = what.partition(" ")
             lines.append(f"{_count(count, noun)} {rest}")
@@ -237,7 +241,7 @@ def strict_problems(report: Report) -> list[str]:
     if report.unmatched:
         problems.append(_count(len(report.unmatched), "conversation") + " not judged")
     for count, noun in ((w.bad_events, "bad event"), (w.late_events, "late event"),
-                        (w.gaps, "sequence gap")):
+                        (w.gaps, "sequence gap"), (w.foreign_events, "foreign event")):
         if count:
             problems.append(_count(count, noun))
     if w.unknown_kinds:

@@ -177,6 +177,9 @@ class Runner:
         evaluator = self.evaluator
         on_bad = self._bad if self.skip_bad_events else None
         refused: list[EventError] = []
+        # A connection owns the conversations it opens; once it is gone, a
+        # reconnecting simulator takes them over.
+        feed.on_gone = evaluator.release_owner
         async for chunk in feed:
             peer = chunk.peer
             decisions = evaluator.push_chunk(
@@ -185,7 +188,7 @@ class Runner:
                 # answered there, counted and skipped; the others' runs go on.
                 on_bad=on_bad if peer is None else refused.append,
                 first_line=chunk.first_line,
-                source=chunk.source if peer is None else peer.name)
+                source=chunk.source if peer is None else peer.name, owner=peer)
             if refused:
                 assert peer is not None
                 for error in refused:

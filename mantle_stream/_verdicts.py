@@ -77,3 +77,4 @@ class Statistics(msgspec.Struct, frozen=True):
     bad_events: int = 0  # skipped under on_bad / --on-bad-event=skip
     replayed: int = 0  # already applied before a restore from a checkpoint
     legacy_rows: int = 0  # older flat CALM rows (slot, flow_started, ...): skipped
+    foreign_events: int = 0  # for a conversation another connection owns: refused

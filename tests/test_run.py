@@ -262,3 +262,62 @@ async def test_one_clients_bad_line_is_answered_there_and_the_others_go_on() -> 
     assert {r.conversation_id: r.verdict for r in evaluator.results()} == {
         "good": "passed", "bad": "passed"}
     assert evaluator.statistics().bad_events == 1
+
+
+async def test_a_client_cannot_write_into_another_clients_conversation() -> None:
+    evaluator = ms.Evaluator([scenario(FORBID_CANNOT_HELP)])
+    owner_got: list[dict[str, Any]] = []
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+        opened = anyio.Event()
+        intruded = anyio.Event()
+
+        async def owner() -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(line("c1", 0, user={"text": "hi"}))
+                opened.set()
+                await intruded.wait()
+                await anyio.sleep(0.2)
+                await stream.send(line("c1", 1, bot={"text": "ok", "utter_name": "utter_ok"}))
+                await stream.send(line("c1", 2, session_ended={}))
+                with anyio.move_on_after(0.3):
+                    owner_got.append(json.loads(await read_line(stream, bytearray())))
+
+        async def intruder() -> None:
+            await opened.wait()
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                # A forbidden message and an end, in someone else's conversation.
+                await stream.send(line("c1", 1, bot={"text": "no", "utter_name":
+                                                     "utter_cannot_help"}))
+                await stream.send(line("c1", 2, session_ended={}))
+                await anyio.sleep(0.1)
+                intruded.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(owner)
+            tg.start_soon(intruder)
+            await Runner(evaluator, linger=0.3).run(feed)
+    [result] = evaluator.results()
+    assert result.verdict == "passed" and owner_got == []  # judged on the owner's events
+    assert evaluator.statistics().foreign_events == 2
+
+
+async def test_a_reconnecting_simulator_takes_its_conversation_over() -> None:
+    evaluator = ms.Evaluator([scenario(SKILL)])
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+        async def simulator() -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(line("c1", 0, user={"text": "hi"}))
+            await anyio.sleep(0.2)  # the first connection is gone
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(line("c1", 1, skill_activated={"skill_id": "card_replace"}))
+                await stream.send(line("c1", 2, session_ended={}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(simulator)
+            await Runner(evaluator, linger=0.5).run(feed)
+    [result] = evaluator.results()
+    assert result.verdict == "passed"
+    assert evaluator.statistics().foreign_events == 0
