@@ -47,6 +47,7 @@ __all__ = [
     "compile_pattern",
     "fmt_value",
     "matcher_for",
+    "may_backtrack",
     "nested_repetition",
 ]
 
@@ -270,9 +271,44 @@ def compile_pattern(text: str) -> Any:
         return re.compile(text)
 
 
+#: Messages at least this long are always searched with the time limit: a
+#: pattern such as ``a.*(b|c)`` takes time quadratic in the text.
+LONG_TEXT = 4096
+
+
 def nested_repetition(pattern: str) -> bool:
     """Whether a group that repeats without bound holds a repetition without bound,
     as in ``(a+)+`` or ``(.*x)*``: the shape that backtracks catastrophically."""
+    return _repeated_group(pattern, alternation=False)
+
+
+def may_backtrack(pattern: str) -> bool:
+    """Whether a group that repeats without bound holds a repetition or alternatives
+    (``(a+)+``, ``(a|aa)+``), or three repetitions without bound follow each other
+    (``a*a*a*b``: time polynomial of that degree): such a pattern is always
+    searched with the time limit."""
+    return _repeated_group(pattern, alternation=True) or _unbounded_count(pattern) >= 3
+
+
+def _unbounded_count(pattern: str) -> int:
+    """How many repetitions without bound the pattern holds (outside character classes)."""
+    count = 0
+    escaped = in_class = False
+    for i, c in enumerate(pattern):
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif _unbounded_at(pattern, i):
+            count += 1
+    return count
+
+
+def _repeated_group(pattern: str, *, alternation: bool) -> bool:
     stack: list[bool] = []  # per open group: does it hold an unbounded repetition?
     escaped = in_class = False
     i = 0
@@ -288,6 +324,8 @@ def nested_repetition(pattern: str) -> bool:
             in_class = True
         elif c == "(":
             stack.append(False)
+        elif c == "|" and alternation and stack:
+            stack[-1] = True
         elif c == ")" and stack:
             inner = stack.pop()
             if inner and _unbounded_at(pattern, i + 1):
@@ -315,12 +353,18 @@ class BotMatcher(Matcher):
     the assertion in that conversation, never a stall for everyone.
     """
 
-    __slots__ = ("buttons", "pattern", "timeout", "utter_name")
+    __slots__ = ("bounded", "buttons", "pattern", "risky", "timeout", "utter_name")
 
     def __init__(self, check: BotCheck, timeout: float = DEFAULT_REGEX_TIMEOUT) -> None:
         self.utter_name = check.utter_name
         self.timeout = timeout
-        self.pattern = None if check.text_matches is None else compile_pattern(check.text_matches)
+        # A search with a time limit costs about ten plain ones: a pattern that
+        # cannot backtrack catastrophically (see may_backtrack) is searched in a
+        # short message with `re`; anything else with the limit.
+        text = check.text_matches
+        self.pattern = None if text is None else re.compile(text)
+        self.bounded: Any = None if text is None else compile_pattern(text)
+        self.risky = text is not None and may_backtrack(text)
         self.buttons = (
             None if check.buttons is None
             else tuple((b.title, b.payload) for b in check.buttons)
@@ -336,15 +380,20 @@ class BotMatcher(Matcher):
         if self.utter_name is not None and value != self.utter_name:
             return False
         if self.pattern is not None:
-            if p.text is None:
+            text = p.text
+            if text is None:
                 return False
-            try:
-                found = (self.pattern.search(p.text, timeout=self.timeout)
-                         if type(self.pattern) is not re.Pattern else self.pattern.search(p.text))
-            except TimeoutError:
-                raise MatchTimeout(f"`text_matches` `{self.pattern.pattern}` ran out of its "
-                                   f"{self.timeout:g} s on a message of {len(p.text)} "
-                                   "characters (catastrophic backtracking?)") from None
+            if not self.risky and len(text) < LONG_TEXT:
+                found = self.pattern.search(text)
+            else:
+                try:
+                    found = (self.bounded.search(text, timeout=self.timeout)
+                             if type(self.bounded) is not re.Pattern
+                             else self.bounded.search(text))
+                except TimeoutError:
+                    raise MatchTimeout(f"`text_matches` `{self.pattern.pattern}` ran out of its "
+                                       f"{self.timeout:g} s on a message of {len(text)} "
+                                       "characters (catastrophic backtracking?)") from None
             if found is None:
                 return False
         if self.buttons is not None:

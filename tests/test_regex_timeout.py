@@ -19,7 +19,7 @@ import pytest
 from test_assertions_harness import scenario
 
 import mantle_stream as ms
-from mantle_stream._match import nested_repetition
+from mantle_stream._match import may_backtrack, nested_repetition
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIL = r"(a+)+$"
@@ -32,8 +32,10 @@ def bot_line(cid: str, seq: int, text: str) -> bytes:
 
 
 @pytest.mark.parametrize(("pattern", "text"), [
-    (EVIL, "a" * 5000 + "!"), (QUADRATIC, "replacement " * 40_000),
-], ids=["nested", "quadratic-on-a-huge-message"])
+    (EVIL, "a" * 5000 + "!"), (r"(a|aa)+$", "a" * 40 + "!"),
+    (QUADRATIC, "replacement " * 40_000),
+], ids=["nested", "overlapping-alternatives-on-a-short-message",
+        "quadratic-on-a-huge-message"])
 def test_a_search_out_of_time_is_an_error_of_that_assertion_only(pattern: str,
                                                                    text: str) -> None:
     evaluator = ms.Evaluator([scenario({"bot_uttered": {"text_matches": pattern}},
@@ -81,3 +83,15 @@ def test_validate_warns_about_a_pattern_that_can_backtrack(tmp_path: Path) -> No
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0
     assert f"{scen}:6: warning: `text_matches` `(a+)+$` repeats a repetition" in proc.stderr
+
+
+@pytest.mark.parametrize(("pattern", "risky"), [
+    ("(a|aa)+$", True), ("(ab|cd)*x", True), ("(a+)+", True), ("a*a*a*b", True),
+    (r"x.*y.*\d+", True), (r"[*+]+", False),
+    (QUADRATIC, False), ("(?i)please wait", False), ("(yes|no)", False),
+], ids=lambda v: str(v))
+def test_patterns_that_may_backtrack_are_always_searched_with_the_limit(
+        pattern: str, risky: bool) -> None:
+    # Others are searched with re, about ten times faster, in a message shorter
+    # than LONG_TEXT characters (a longer one always gets the limit).
+    assert may_backtrack(pattern) is risky
