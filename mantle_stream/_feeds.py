@@ -78,6 +78,7 @@ import os
 import select
 import sys
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import BinaryIO, NamedTuple, TypeAlias
@@ -102,16 +103,23 @@ _CUT_KEEP = 200
 _FORMS = "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
 
 
+#: Replies waiting for one slow client; past this many its connection is dropped.
+MAX_OUTBOX = 256
+
+
 class Peer:
     """One connection that can receive reply lines.
 
     ``send_timeout`` bounds each reply: a client that stops reading would
-    otherwise stall the consumer, and with it every other client. When a
-    reply cannot be written in time the connection is closed and
-    ``on_stall`` called.
+    otherwise stall whoever writes to it. When a reply cannot be written in
+    time the connection is closed and ``on_stall`` called. :meth:`post`
+    never waits: the reply goes to the connection's own queue, which its own
+    task (:meth:`pump`) writes out; a client whose queue overflows is
+    dropped, never the loop that reads every client's events.
     """
 
-    __slots__ = ("_closed", "_lock", "_on_stall", "_send_timeout", "_stream", "name")
+    __slots__ = ("_closed", "_lock", "_on_stall", "_outbox", "_overflow", "_ready",
+                 "_send_timeout", "_stream", "name")
 
     def __init__(self, name: str, stream: ByteStream, *, send_timeout: float | None = None,
                  on_stall: Callable[[], object] | None = None) -> None:
@@ -121,6 +129,33 @@ class Peer:
         self._closed = False
         self._send_timeout = send_timeout
         self._on_stall = on_stall
+        self._outbox: deque[bytes] = deque()
+        self._overflow = False
+        self._ready = anyio.Event()
+
+    def post(self, line: bytes) -> None:
+        """Queue one reply for :meth:`pump` to write; never waits."""
+        if self._closed or self._overflow:
+            return
+        if len(self._outbox) >= MAX_OUTBOX:
+            self._overflow = True  # it does not read: pump drops the connection
+        else:
+            self._outbox.append(line)
+        self._ready.set()
+
+    async def pump(self) -> None:
+        """Write queued replies until the connection closes (its own task)."""
+        while not self._closed:
+            if not self._outbox and not self._overflow:
+                await self._ready.wait()
+                self._ready = anyio.Event()
+                continue
+            if self._overflow:
+                await self._close()
+                if self._on_stall is not None:
+                    self._on_stall()
+                return
+            await self.send(self._outbox.popleft())
 
     def __repr__(self) -> str:
         return f"<Peer {self.name}{' closed' if self._closed else ''}>"
@@ -157,6 +192,7 @@ class Peer:
 
     async def _close(self) -> None:
         self._closed = True
+        self._ready.set()  # let pump see it
         with anyio.CancelScope(shield=True):
             await self._stream.aclose()
 

@@ -193,8 +193,8 @@ class Runner:
                 assert peer is not None
                 for error in refused:
                     self._bad(error)
-                    await peer.send(_encode({"type": "error", "error": "bad event",
-                                             "line": error.line, "message": error.message}))
+                    peer.post(_encode({"type": "error", "error": "bad event",
+                                       "line": error.line, "message": error.message}))
                 refused.clear()
             if chunk.ends is not None and evaluator.is_open(chunk.ends):
                 decisions += evaluator.finish(chunk.ends)  # a tracker document: all of it
@@ -218,7 +218,7 @@ class Runner:
         self._emit(decisions)
         for message in self._settled(decisions, chunk):
             if chunk is not None and chunk.peer is not None:
-                await chunk.peer.send(_encode(message))
+                chunk.peer.post(_encode(message))  # never waits for a slow client
 
     def _emit(self, decisions: list[Decision]) -> None:
         if not decisions:

@@ -166,6 +166,7 @@ class _SocketFeed(Feed):
             if rules.token is None:
                 self._admit()
             task_group.start_soon(self._serve, peer, stream, send)
+            task_group.start_soon(peer.pump)  # its replies, written by a task of its own
 
     def _admit(self) -> None:
         self._connections += 1

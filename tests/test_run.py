@@ -321,3 +321,43 @@ async def test_a_reconnecting_simulator_takes_its_conversation_over() -> None:
     [result] = evaluator.results()
     assert result.verdict == "passed"
     assert evaluator.statistics().foreign_events == 0
+
+
+async def test_a_client_that_never_reads_stalls_no_one() -> None:
+    # `deaf` settles thousands of conversations and reads none of its stop
+    # messages; `other`'s own stop message still arrives at once.
+    evaluator = ms.Evaluator([scenario(FORBID_CANNOT_HELP, SKILL)])
+    waited: list[float] = []
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+        flooded = anyio.Event()
+
+        async def deaf() -> None:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(b"".join(
+                    line(f"d{i}", 0, bot={"text": "x" * 500, "utter_name": "utter_cannot_help"})
+                    for i in range(3000)))
+                flooded.set()
+                await anyio.sleep(3)
+
+        async def other() -> None:
+            await flooded.wait()
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                started = anyio.current_time()
+                await stream.send(line("o", 0, bot={"text": "no", "utter_name":
+                                                    "utter_cannot_help"}))
+                with anyio.fail_after(5):
+                    while True:
+                        message = json.loads(await read_line(stream, bytearray()))
+                        if message.get("conversation_id") == "o":
+                            break
+                waited.append(anyio.current_time() - started)
+            runner.stop(finish=True)  # the deaf client's conversations never end
+
+        runner = Runner(evaluator, linger=0.3)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(deaf)
+            tg.start_soon(other)
+            await runner.run(feed)
+    assert waited and waited[0] < 2  # it used to wait for the deaf client's send timeout
+    assert feed.rejected.get("send timeout", 0) == 1  # the deaf client was dropped
