@@ -10,6 +10,7 @@ on.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -290,9 +291,9 @@ def may_backtrack(pattern: str) -> bool:
     return _repeated_group(pattern, alternation=True) or _unbounded_count(pattern) >= 3
 
 
-def _unbounded_count(pattern: str) -> int:
-    """How many repetitions without bound the pattern holds (outside character classes)."""
-    count = 0
+def _syntax(pattern: str) -> Iterator[tuple[int, str]]:
+    """(index, character) of each character of a pattern that is syntax: not
+    escaped by a backslash, not inside a character class."""
     escaped = in_class = False
     for i, c in enumerate(pattern):
         if escaped:
@@ -303,26 +304,19 @@ def _unbounded_count(pattern: str) -> int:
             in_class = c != "]"
         elif c == "[":
             in_class = True
-        elif _unbounded_at(pattern, i):
-            count += 1
-    return count
+        else:
+            yield i, c
+
+
+def _unbounded_count(pattern: str) -> int:
+    """How many repetitions without bound the pattern holds."""
+    return sum(1 for i, _ in _syntax(pattern) if _unbounded_at(pattern, i))
 
 
 def _repeated_group(pattern: str, *, alternation: bool) -> bool:
     stack: list[bool] = []  # per open group: does it hold an unbounded repetition?
-    escaped = in_class = False
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if escaped:
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
+    for i, c in _syntax(pattern):
+        if c == "(":
             stack.append(False)
         elif c == "|" and alternation and stack:
             stack[-1] = True
@@ -334,7 +328,6 @@ def _repeated_group(pattern: str, *, alternation: bool) -> bool:
                 stack[-1] = stack[-1] or inner
         elif stack and _unbounded_at(pattern, i):
             stack[-1] = True
-        i += 1
     return False
 
 
