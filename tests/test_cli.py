@@ -408,3 +408,31 @@ def test_bad_several_sources_are_usage_errors(events: list[str], message: str) -
     proc = run("check", str(CARD), "--events", *events)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_a_fail_fast_table_marks_pending_verdicts_and_says_the_run_is_incomplete() -> None:
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--fail-fast")
+    assert proc.returncode == 1
+    rows = [line for line in proc.stdout.splitlines() if "pending" in line and "│" in line]
+    assert rows and all(" — " in row for row in rows)  # no deciding event to name
+    assert "incomplete:" in proc.stdout and "still pending" in proc.stdout
+
+
+def test_conversations_naming_another_scenario_than_the_one_loaded_are_warned_about(
+        tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    meta = json.dumps(json.dumps({"scenario": "transfer_mcp"}))
+    feed.write_text(f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
+                    '"skill_activated":{"skill_id":"card_replace"}}\n')
+    proc = run("check", str(CARD), "--events", str(feed))
+    assert ("1 conversation name another scenario in their metadata (`transfer_mcp` 1) but "
+            "were judged against the one loaded") in " ".join(proc.stdout.split())
+
+
+@pytest.mark.parametrize("command", ["check", "watch", "validate", "demo"])
+def test_every_command_help_has_examples_and_the_exit_statuses(command: str) -> None:
+    proc = run(command, "--help")
+    assert proc.returncode == 0
+    assert proc.stdout.count(f"mantle-stream {command}") >= 2  # two examples
+    assert "exit status:" in proc.stdout and "141" in proc.stdout
+    assert "SCENARIO" not in proc.stdout or "a scenario file, or a directory" in proc.stdout
