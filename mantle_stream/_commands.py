@@ -193,13 +193,14 @@ class _Session:
 
     def snapshot(self, runner: Runner, *, final: bool = False) -> LiveSnapshot:
         statistics = self.evaluator.statistics()
+        omitted = self.evaluator.omitted()
         return LiveSnapshot(
             conversations=tuple(self.evaluator.results()),
             statistics=statistics,
             elapsed=runner.elapsed, events_per_second=runner.events_per_second(),
             latest=tuple(runner.latest), stopped_early=tuple(runner.stopped_early),
             source=self.source, bad_events=statistics.bad_events,
-            final=final)
+            final=final, omitted=(omitted["passed"], omitted["failed"]))
 
     async def run(self, runner: Runner, feed: Feed,
                   extra: Callable[[anyio.abc.TaskGroup], Any] | None = None) -> RunOutcome:
@@ -326,6 +327,18 @@ def _check_arguments(args: argparse.Namespace) -> None:
                                  "SCENARIO and --events swapped?")
 
 
+#: Finished conversations a live source keeps listed by default (see --keep-finished).
+LIVE_KEEP_FINISHED = 10_000
+
+
+def _keep_finished(args: argparse.Namespace) -> int | None:
+    """``--keep-finished``, else: all for files, the most recent for live sources."""
+    if args.keep_finished is not None:
+        return int(args.keep_finished)
+    live = any(e.startswith(("follow:", "tcp://", "unix:")) for e in args.events)
+    return LIVE_KEEP_FINISHED if live else None
+
+
 def _say_refused(client: str, reason: str) -> None:
     """The listener turned a client away: say whom and why, on standard error."""
     message = f"mantle-stream: refused {client}: {reason}"
@@ -340,7 +353,8 @@ def _check_or_watch(args: argparse.Namespace) -> int:
     recorded = load_results(args.results) if args.results else {}
     evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window,
                           assignments={cid: run.scenario for cid, run in recorded.items()},
-                          regex_timeout=args.regex_timeout)
+                          regex_timeout=args.regex_timeout,
+                          keep_finished=_keep_finished(args))
     state_lock = lock_state(args.state) if args.state else None
     if args.state:
         saved = read_checkpoint(args.state)

@@ -63,6 +63,8 @@ RECENT_IDS = 64
 #: A jump in one conversation's `sequence` past which it is a wrong number, not a
 #: gap (a Mantle conversation has at most 30 simulated turns: some hundreds of events).
 MAX_SEQUENCE_JUMP = 100_000
+#: Ids of conversations let go of (keep_finished) remembered to count late events.
+MAX_TOMBSTONES = 100_000
 #: Given-up gaps remembered per conversation, to tell late events from duplicates.
 RECENT_GAPS = 16
 
@@ -111,6 +113,7 @@ class Checkpoint(msgspec.Struct, frozen=True):
     # Per scenario, a digest of its assertions: an edited scenario of the same
     # name must not resume machines compiled from the old one.
     fingerprints: list[str] = []
+    omitted: dict[str, int] = {}  # conversations let go of (keep_finished), counted
     events: int = 0
     late_events: int = 0
     duplicates: int = 0
@@ -248,9 +251,20 @@ class Evaluator:
     def __init__(self, scenarios: Scenario | Iterable[Scenario], *,
                  source: str = "<events>", reorder_window: int = DEFAULT_REORDER_WINDOW,
                  assignments: Mapping[str, str] | None = None,
-                 regex_timeout: float = DEFAULT_REGEX_TIMEOUT) -> None:
+                 regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
+                 keep_finished: int | None = None) -> None:
         if reorder_window < 0:
             raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
+        if keep_finished is not None and keep_finished < 0:
+            raise UsageError(f"keep_finished must be >= 0, got {keep_finished}")
+        # None: every finished conversation stays for results(); N: only the N
+        # most recent, the older ones folded into `omitted()` counters, so a
+        # listener that runs for weeks holds what is open now (see _finish).
+        self.keep_finished = keep_finished
+        self._finished_order: deque[str] = deque()
+        self._tombstones: dict[str, None] = {}  # ids of conversations let go: late if seen
+        self._omitted = {"conversations": 0, "passed": 0, "failed": 0, "assertions": 0,
+                         "skipped": 0, "errored": 0, "unmatched": 0}
         self.reorder_window = reorder_window
         if isinstance(scenarios, Scenario):
             scenarios = [scenarios]
@@ -543,6 +557,9 @@ class Evaluator:
                         raise _Irregular(_value_error(payload), position) from None
                 conv = convs.get(event.conversation_id)
                 if conv is None:
+                    if event.conversation_id in self._tombstones:
+                        self._late += 1  # long finished, and let go of
+                        continue
                     conv = self._open(event)
                 if owner is not None and conv.owner is not owner:
                     if conv.owner is None:
@@ -904,9 +921,12 @@ class Evaluator:
         conv.finished = True
         conv.recent_ids = None  # only an open conversation needs them
         self._open_convs.pop(conv.cid, None)
+        if self.keep_finished is not None:
+            self._finished_order.append(conv.cid)  # let go of once it is old (_let_go)
         plan = conv.plan
         if plan is None:
             conv.buffer = None  # never to be judged: nothing to keep
+            self._let_go()
             return
         if conv.stopped is not None:
             self._skip_pending(conv, out)
@@ -938,6 +958,38 @@ class Evaluator:
             self._failed += 1
         else:
             self._passed += 1
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Fold the oldest finished conversations beyond ``keep_finished`` into counters.
+
+        Their decisions were all reported when made; what is kept of each is
+        its id, for a while, so an event that comes after is counted late and
+        opens no new conversation.
+        """
+        order = self._finished_order
+        keep = self.keep_finished
+        while keep is not None and len(order) > keep:
+            cid = order.popleft()
+            conv = self._convs.pop(cid, None)
+            if conv is None:
+                continue
+            omitted = self._omitted
+            if conv.plan is None:
+                omitted["unmatched"] += 1
+            else:
+                self._judged -= 1  # (judged = those listed; unmatched = the others)
+                verdicts = [r.verdict for r in conv.results if r is not None]
+                omitted["conversations"] += 1
+                omitted["passed"] += not conv.failed and "errored" not in verdicts
+                omitted["failed"] += conv.failed
+                omitted["assertions"] += len(conv.results)
+                omitted["skipped"] += verdicts.count("skipped")
+                omitted["errored"] += verdicts.count("errored")
+            self._frozen.pop(cid, None)
+            self._tombstones[cid] = None
+            if len(self._tombstones) > MAX_TOMBSTONES:
+                del self._tombstones[next(iter(self._tombstones))]
 
     def _skip_pending(self, conv: _Conversation, out: list[Decision]) -> None:
         """A stopped conversation ended: what is still pending is skipped."""
@@ -996,6 +1048,11 @@ class Evaluator:
             _closest(c.requested, self._by_name) if c.requested else None)
             for c in self._convs.values() if c.plan is None]
 
+    def omitted(self) -> dict[str, int]:
+        """Counters of the finished conversations let go of (``keep_finished``): how many,
+        passed, failed, their assertions, skipped, errored, and unmatched ones."""
+        return dict(self._omitted)
+
     def other_scenarios(self) -> dict[str, int]:
         """Scenarios that conversations named in their metadata, though another judged them.
 
@@ -1010,13 +1067,16 @@ class Evaluator:
         return {cid: conv.events for cid, conv in self._open_convs.items()}
 
     def statistics(self) -> Statistics:
+        omitted = self._omitted
         return Statistics(
-            events=self._events, conversations=len(self._convs), open=len(self._open_convs),
+            events=self._events,
+            conversations=len(self._convs) + omitted["conversations"] + omitted["unmatched"],
+            open=len(self._open_convs),
             passed=self._passed, failed=self._failed, decisions=self._decisions,
             unknown_kinds=sum(self._decoder.unknown.values()), late_events=self._late,
             duplicates=self._duplicates, gaps=self._gaps, held=self._held,
             bad_events=self._bad, replayed=self._replayed,
-            unmatched=len(self._convs) - self._judged,
+            unmatched=len(self._convs) - self._judged + omitted["unmatched"],
             legacy_rows=sum(self._decoder.legacy.values()),
             foreign_events=self._foreign,
         )
@@ -1108,7 +1168,7 @@ class Evaluator:
                 states.append(self.conversation_state(conv.cid))
         return _checkpoint_encoder.encode(Checkpoint(
             version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
-            fingerprints=self._fingerprints(),
+            fingerprints=self._fingerprints(), omitted=dict(self._omitted),
             conversations=states,
             # Held events were not applied, and conversations not judged are not
             # saved: a re-read counts both again.
@@ -1158,6 +1218,7 @@ class Evaluator:
         # Bad lines are not checkpointed: they belong to no conversation, and
         # re-reading the feed meets (and counts) them again.
         self._decisions, self._passed, self._failed = saved.decisions, saved.passed, saved.failed
+        self._omitted.update(saved.omitted)
 
 
 def _closest(name: str, known: Mapping[str, Plan]) -> str | None:

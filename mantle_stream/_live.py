@@ -104,6 +104,7 @@ class LiveSnapshot(msgspec.Struct, frozen=True):
     source: str = ""
     bad_events: int = 0  # skipped bad lines
     final: bool = False  # the closing render: feed ended or Ctrl-C
+    omitted: tuple[int, int] = (0, 0)  # finished conversations let go of: passed, failed
 
 
 # ---------------------------------------------------------------- plain text
@@ -125,9 +126,9 @@ def summary_line(snapshot: LiveSnapshot) -> str:
 
 def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
     """The summary's clauses (joined by ``; ``), styled for the view."""
-    counts = _tally(c.verdict for c in snapshot.conversations)
+    counts = _counts(snapshot)
     outcome = Text.assemble(
-        _plural(len(snapshot.conversations), "conversation") + ": ",
+        _plural(len(snapshot.conversations) + sum(snapshot.omitted), "conversation") + ": ",
         (f"{counts['passed']} passed", "green"), ", ",
         (f"{counts['failed']} failed", "bold red" if counts["failed"] else ""),
     )
@@ -166,6 +167,14 @@ def _clock(seconds: float) -> str:
     minutes, tenths = divmod(round(max(seconds, 0.0) * 10), 600)
     whole, tenth = divmod(tenths, 10)
     return f"{minutes:02d}:{whole:02d}.{tenth}"
+
+
+def _counts(snap: LiveSnapshot) -> dict[str, int]:
+    """Conversations by verdict, those let go of (keep_finished) included."""
+    counts = _tally(c.verdict for c in snap.conversations)
+    counts["passed"] += snap.omitted[0]
+    counts["failed"] += snap.omitted[1]
+    return counts
 
 
 def _tally(verdicts: Iterable[str]) -> dict[str, int]:
@@ -224,9 +233,9 @@ def _header_lines(snap: LiveSnapshot, width: int) -> list[Text]:
     ]
     if snap.bad_events:
         feed.append(_count(snap.bad_events, "bad event", "yellow"))
-    counts = _tally(c.verdict for c in snap.conversations)
+    counts = _counts(snap)
     convs = [
-        _count(len(snap.conversations), "conversation"),
+        _count(len(snap.conversations) + sum(snap.omitted), "conversation"),
         _count(counts["pending"], "running", "yellow", plural=False),
         _count(counts["passed"], "passed", "green", plural=False),
         _count(counts["failed"], "failed", "bold red" if counts["failed"] else "", plural=False),

@@ -77,6 +77,9 @@ class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
     errored: int = 0
     # With --results: assertions whose verdict differs from evaluate_agent's record.
     recorded_differences: int = 0
+    # Finished conversations counted above but not listed (a live run keeps the most
+    # recent ones only: see --keep-finished); --jsonl has every verdict.
+    omitted: int = 0
 
 
 class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -138,6 +141,7 @@ def build_report(evaluator: Evaluator,
                      for r in evaluator.results()]
     unmatched = evaluator.unmatched()
     stats = evaluator.statistics()
+    gone = evaluator.omitted()
     warnings = Warnings(bad_events=stats.bad_events, duplicates=stats.duplicates,
                         gaps=stats.gaps, late_events=stats.late_events,
                         unknown_kinds=dict(evaluator.decoder.unknown),
@@ -150,15 +154,18 @@ def build_report(evaluator: Evaluator,
     return Report(
         conversations=conversations,
         summary=Summary(
-            conversations=len(conversations),
-            passed=sum(1 for c in conversations if c.verdict == "passed"),
-            failed=sum(1 for c in conversations if c.verdict == "failed"),
-            assertions=sum(len(c.assertions) for c in conversations),
-            unmatched=len(unmatched),
+            conversations=len(conversations) + gone["conversations"],
+            passed=sum(1 for c in conversations if c.verdict == "passed") + gone["passed"],
+            failed=sum(1 for c in conversations if c.verdict == "failed") + gone["failed"],
+            assertions=sum(len(c.assertions) for c in conversations) + gone["assertions"],
+            unmatched=len(unmatched) + gone["unmatched"],
             complete=not any(a.verdict == "pending" for c in conversations
                              for a in c.assertions),
-            skipped=sum(a.verdict == "skipped" for c in conversations for a in c.assertions),
-            errored=sum(a.verdict == "errored" for c in conversations for a in c.assertions),
+            skipped=sum(a.verdict == "skipped" for c in conversations for a in c.assertions)
+            + gone["skipped"],
+            errored=sum(a.verdict == "errored" for c in conversations for a in c.assertions)
+            + gone["errored"],
+            omitted=gone["conversations"] + gone["unmatched"],
             recorded_differences=sum(len(c.recorded.differences) for c in conversations
                                      if c.recorded is not None),
         ),
@@ -185,6 +192,9 @@ def notes(report: Report) -> list[str]:
     escaped): an incomplete run, every warning, every conversation not judged."""
     lines = []
     pending = sum(a.verdict == "pending" for c in report.conversations for a in c.assertions)
+    if report.summary.omitted:
+        lines.append(f"{_count(report.summary.omitted, 'finished conversation')} counted but "
+                     "not listed (only the most recent are kept; --jsonl has every verdict)")
     if report.summary.errored:
         lines.append(f"{_count(report.summary.errored, 'assertion')} could not be evaluated "
                      "(errored; see the digest)")

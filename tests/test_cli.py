@@ -436,3 +436,14 @@ def test_every_command_help_has_examples_and_the_exit_statuses(command: str) -> 
     assert proc.stdout.count(f"mantle-stream {command}") >= 2  # two examples
     assert "exit status:" in proc.stdout and "141" in proc.stdout
     assert "SCENARIO" not in proc.stdout or "a scenario file, or a directory" in proc.stdout
+
+
+def test_keep_finished_lists_the_most_recent_and_counts_the_rest() -> None:
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
+               "--keep-finished", "1")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert len(report["conversations"]) == 1
+    assert (report["summary"]["conversations"], report["summary"]["failed"],
+            report["summary"]["omitted"]) == (3, 2, 2)
+    assert "2 finished conversations counted but not listed" in proc.stderr

@@ -320,3 +320,45 @@ def test_a_wild_sequence_is_a_bad_event_not_a_new_high_water_mark() -> None:
     assert [(d.verdict, d.decided_at) for d in decisions] == [("passed", 1)]
     assert evaluator.push_line(row(2, session_ended={})) == []
     assert evaluator.is_open("c") is False  # it ended: the typo did not wedge it
+
+
+# --------------------------------------------------------------------------
+# A run that lasts: finished conversations let go of (keep_finished)
+# --------------------------------------------------------------------------
+
+
+def finished_conversation(cid: str, fails: bool) -> list[bytes]:
+    return [row(0, cid, session_started={}),
+            row(1, cid, skill_activated={"skill_id": "other" if fails else "k"}),
+            row(2, cid, session_ended={})]
+
+
+def test_only_the_most_recent_finished_conversations_are_kept() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})],
+                             keep_finished=10)
+    for n in range(1000):
+        for line in finished_conversation(f"c{n}", fails=n % 4 == 0):
+            evaluator.push_line(line)
+    assert [r.conversation_id for r in evaluator.results()] == [f"c{n}" for n in range(990, 1000)]
+    report = ms.build_report(evaluator)
+    s = report.summary
+    # Every conversation is counted; only the last ten are listed.
+    assert (s.conversations, s.passed, s.failed, s.assertions, s.omitted) == (
+        1000, 750, 250, 1000, 990)
+    assert evaluator.statistics().conversations == 1000
+    # An event of a conversation let go of is late: it opens no new one.
+    evaluator.push_line(row(3, "c5", user={"text": "late"}))
+    assert evaluator.statistics().late_events == 1
+    assert len(evaluator.results()) == 10
+
+
+def test_a_checkpoint_keeps_the_counters_of_conversations_let_go_of() -> None:
+    scen = scenario({"skill_activated": {"skill_id": "k"}})
+    first = ms.Evaluator([scen], keep_finished=2)
+    for n in range(5):
+        for line in finished_conversation(f"c{n}", fails=False):
+            first.push_line(line)
+    resumed = ms.Evaluator([scen], keep_finished=2)
+    resumed.restore(first.checkpoint())
+    assert ms.build_report(resumed).summary == ms.build_report(first).summary
+    assert len(first.checkpoint()) < 3000  # two conversations saved, not five
