@@ -1,6 +1,7 @@
 """Memory: peak RSS and bytes of state per open conversation.
 
-    python benchmarks/memory.py            # 1 conversation of 10³/10⁵/10⁶ events; 10³-10⁵ open
+    python benchmarks/memory.py            # 1 conversation of 10³/10⁵/10⁶ events; 10³-10⁵ open;
+                                           # 10⁵ finished, all kept or the last 10³
     python benchmarks/memory.py --quick    # tiny sizes (CI smoke run)
 
 Each row runs in fresh subprocesses, so peaks never mix, and the feed is
@@ -21,7 +22,10 @@ generated lazily, one 64 KiB chunk at a time, so it never dominates memory:
     the allocator's per-block overhead, so it reads a little higher.
 
 Automatic garbage collection is off while feeding (see ``child``). Every
-conversation stays open (no ``session_ended``), judged against the 30
+conversation stays open (no ``session_ended``) except in the two "finished"
+rows, where each ends and the evaluator keeps the results of all of them or
+of the last ``--keep`` only (``--keep-finished``; state per conversation is
+then per finished conversation seen). Judged against the 30
 assertions of ``_common.scenario()``. For contrast, two rows hold the same
 long conversation in PostHoc (``_baselines.py``), which keeps every event.
 """
@@ -67,8 +71,9 @@ def payload_pool(size: int = 4096, seed: int = 3) -> list[tuple[bytes, bytes]]:
 
 
 def lazy_feed(conversations: int, events: int, pool: list[tuple[bytes, bytes]],
-              seed: int = 5) -> Iterator[bytes]:
-    """Chunks of ``conversations`` × ``events`` lines; no conversation ends.
+              seed: int = 5, end: bool = False) -> Iterator[bytes]:
+    """Chunks of ``conversations`` × ``events`` lines; with ``end``, the last
+    event of each conversation is ``session_ended``, otherwise none ends.
 
     Conversations follow each other (each opens with ``session_started``);
     only one chunk exists at a time.
@@ -82,6 +87,8 @@ def lazy_feed(conversations: int, events: int, pool: list[tuple[bytes, bytes]],
             batch = rng.choices(pool, k=min(1024, events - start))
             if start == 0:
                 batch[0] = (b"null", b'"session_started":{}')
+            if end and start + len(batch) == events:
+                batch[-1] = (b"null", b'"session_ended":{}')
             for seq, (metadata, payload) in enumerate(batch, start):
                 line = _LINE % (cid, metadata, seq, cid, seq, payload)
                 lines.append(line)
@@ -124,7 +131,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement in this (fresh) process; see ``run_child``."""
     scen = scenario()
     pool = payload_pool()
-    make: Callable[[], Any] = {"mantle_stream": lambda: ms.Evaluator([scen]),
+    keep = spec.get("keep")
+    make: Callable[[], Any] = {"mantle_stream": lambda: ms.Evaluator([scen], keep_finished=keep),
                                "PostHoc": lambda: PostHoc(scen)}[spec["engine"]]
     # Warm up first: caches filled on first use (decoders, interned names,
     # compiled patterns) are not state of the conversations measured.
@@ -151,7 +159,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     rss_before = _max_rss()
     before = measure()
     t0 = time.perf_counter()
-    for part in lazy_feed(spec["conversations"], spec["events"], pool):
+    ended = keep is not None or spec.get("ended", False)
+    for part in lazy_feed(spec["conversations"], spec["events"], pool, end=ended):
         target.push_chunk(part)
     elapsed = time.perf_counter() - t0
     del part
@@ -159,7 +168,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     after = measure()
     if isinstance(target, ms.Evaluator):
         stats = target.statistics()
-        assert stats.open == spec["conversations"], stats
+        assert stats.open == (0 if ended else spec["conversations"]), stats
         assert stats.events == spec["conversations"] * spec["events"], stats
     return {"rss_before": rss_before, "rss_peak": _max_rss(), "state": after - before,
             "seconds": elapsed, "garbage": garbage}
@@ -191,6 +200,10 @@ def main() -> None:
                         help="lengths of the one long conversation")
     parser.add_argument("--open", type=int, nargs="+", default=[1_000, 10_000, 100_000],
                         help="numbers of open conversations")
+    parser.add_argument("--finished", type=int, default=100_000,
+                        help="finished conversations, kept all or only the last --keep")
+    parser.add_argument("--keep", type=int, default=1_000,
+                        help="--keep-finished of the bounded finished row")
     parser.add_argument("--few", type=int, default=4, help="events per open conversation")
     parser.add_argument("--posthoc", type=int, nargs="+", default=[1_000, 100_000],
                         help="lengths of the long conversation held by PostHoc")
@@ -206,16 +219,23 @@ def main() -> None:
         return
     if args.quick:
         args.long, args.open, args.posthoc, args.few = [100, 1_000], [100], [100], 4
+        args.finished, args.keep = 300, 10
 
-    rows: list[tuple[str, int, int, str]] = (
-        [("mantle_stream", 1, n, f"1 conversation × {n:,} events") for n in args.long]
-        + [("mantle_stream", c, args.few, f"{c:,} open conversations × {args.few} events")
+    # (engine, conversations, events, extra spec keys, label)
+    rows: list[tuple[str, int, int, dict[str, Any], str]] = (
+        [("mantle_stream", 1, n, {}, f"1 conversation × {n:,} events") for n in args.long]
+        + [("mantle_stream", c, args.few, {}, f"{c:,} open conversations × {args.few} events")
            for c in args.open]
-        + [("PostHoc", 1, n, f"PostHoc: 1 conversation × {n:,} events") for n in args.posthoc])
+        + [("mantle_stream", args.finished, args.few, {"ended": True},
+            f"{args.finished:,} finished, all kept"),
+           ("mantle_stream", args.finished, args.few, {"keep": args.keep},
+            f"{args.finished:,} finished, last {args.keep:,} kept")]
+        + [("PostHoc", 1, n, {}, f"PostHoc: 1 conversation × {n:,} events")
+           for n in args.posthoc])
     has_malloc = _mallinfo() is not None
     specs: list[dict[str, Any]] = []
-    for engine, conversations, events, _ in rows:
-        spec = {"engine": engine, "conversations": conversations, "events": events}
+    for engine, conversations, events, extra, _ in rows:
+        spec = {"engine": engine, "conversations": conversations, "events": events, **extra}
         specs.append({**spec, "mode": "rss"})
         if has_malloc:
             specs.append({**spec, "mode": "malloc"})
@@ -226,21 +246,22 @@ def main() -> None:
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         done = dict(zip(map(json.dumps, specs), pool.map(run_child, specs), strict=True))
 
-    def got(engine: str, conversations: int, events: int, mode: str) -> dict[str, Any] | None:
+    def got(engine: str, conversations: int, events: int, extra: dict[str, Any],
+            mode: str) -> dict[str, Any] | None:
         return done.get(json.dumps({"engine": engine, "conversations": conversations,
-                                    "events": events, "mode": mode}))
+                                    "events": events, **extra, "mode": mode}))
 
-    print(f"memory: {len(scenario().assertions)} assertions, conversations left open, "
-          "feed generated lazily in 64 KiB chunks; one fresh process per figure")
+    print(f"memory: {len(scenario().assertions)} assertions, conversations left open unless "
+          "finished, feed generated lazily in 64 KiB chunks; one fresh process per figure")
     print(f"machine: {machine()}")
     print()
     print(f"| {'case':<42} | {'peak RSS MiB':>12} | {'RSS growth MiB':>14} | "
           f"{'state B/conv (tracemalloc)':>26} | {'state B/conv (malloc)':>21} |")
     print(f"|{'-' * 44}|{'-' * 14}|{'-' * 16}|{'-' * 28}|{'-' * 23}|")
-    for engine, conversations, events, label in rows:
-        rss = got(engine, conversations, events, "rss")
-        heap = got(engine, conversations, events, "malloc")
-        traced = got(engine, conversations, events, "tracemalloc")
+    for engine, conversations, events, extra, label in rows:
+        rss = got(engine, conversations, events, extra, "rss")
+        heap = got(engine, conversations, events, extra, "malloc")
+        traced = got(engine, conversations, events, extra, "tracemalloc")
         assert rss is not None
         t = "—" if traced is None else f"{traced['state'] / conversations:,.0f}"
         h = "—" if heap is None else f"{heap['state'] / conversations:,.0f}"
