@@ -56,8 +56,11 @@ from mantle_stream._verdicts import (
 __all__ = ["DEFAULT_REORDER_WINDOW", "Checkpoint", "ConversationState", "Evaluator",
            "UnmatchedConversation"]
 
-#: Events kept for a conversation that has not yet named its scenario.
+#: Events, and their bytes (as JSON), kept for a conversation that has not yet
+#: named its scenario; beyond either it is given up on (``unnamed_given_up``).
 MAX_UNNAMED_BUFFER = 1000
+MAX_UNNAMED_BYTES = 1 << 20
+_json_encode = msgspec.json.Encoder().encode
 #: Event ids remembered per conversation for events that carry no sequence.
 RECENT_IDS = 64
 #: A jump in one conversation's `sequence` past which it is a wrong number, not a
@@ -193,7 +196,7 @@ class _LineFinder:
 
 
 class _Conversation:
-    __slots__ = ("armed", "buffer", "cid", "events", "failed", "finished", "first_time",
+    __slots__ = ("armed", "buffer", "buffered", "cid", "events", "failed", "finished", "first_time",
                  "gave_up", "held", "last_seq", "last_time", "late_max", "machines", "max_seen",
                  "owner", "pending", "plan", "recent_ids", "replay_late", "replay_unsequenced",
                  "replay_upto", "requested", "results", "stopped", "turn", "unsequenced")
@@ -214,6 +217,7 @@ class _Conversation:
         self.requested: str | None = None  # a scenario name that is not loaded
         # (event, payload) held until the scenario is named
         self.buffer: list[tuple[Event, Payload]] | None = None
+        self.buffered = 0  # bytes in it (as JSON)
         # Ordering: events are applied in `sequence` order. `last_seq` is the
         # last applied (everything at or below it is a duplicate or too late);
         # `held` keeps events that arrived after a gap, at most the reorder
@@ -301,6 +305,7 @@ class Evaluator:
         self._frozen: dict[str, msgspec.Raw] = {}  # encoded states of finished conversations
         self._replayed = 0  # events already applied before a restore, seen again
         self._foreign = 0  # events for a conversation another owner holds: refused
+        self._unnamed_given_up = 0  # conversations whose buffer filled before a scenario
         self._decisions = 0
         self._failures = 0  # failed decisions so far (what --fail-fast watches)
         self._passed = 0
@@ -850,11 +855,14 @@ class Evaluator:
             if conv.requested is None:
                 held = conv.buffer if conv.buffer is not None else []
                 conv.buffer = held
-                if len(held) < MAX_UNNAMED_BUFFER:
+                size = len(_json_encode(event))
+                if len(held) < MAX_UNNAMED_BUFFER and conv.buffered + size <= MAX_UNNAMED_BYTES:
                     held.append((event, payload))
+                    conv.buffered += size
                 else:
                     conv.requested = ""  # gave up waiting: reported as naming no scenario
                     conv.buffer = None
+                    self._unnamed_given_up += 1
             if type(payload) is SessionEnded:
                 conv.finished = True
                 conv.buffer = None  # never to be judged: nothing to keep
@@ -1079,6 +1087,7 @@ class Evaluator:
             unmatched=len(self._convs) - self._judged + omitted["unmatched"],
             legacy_rows=sum(self._decoder.legacy.values()),
             foreign_events=self._foreign,
+            unnamed_given_up=self._unnamed_given_up,
         )
 
     # ------------------------------------------------------------------ checkpoints

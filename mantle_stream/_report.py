@@ -100,6 +100,8 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     scenarios_without_assertions: list[str] = []  # they pass every conversation
     refused_clients: dict[str, int] = {}  # the listener turned them away, by reason
     foreign_events: int = 0  # sent for a conversation another connection owns: refused
+    # Conversations that named no scenario within 1,000 events or 1 MiB: not kept waiting.
+    unnamed_given_up: int = 0
 
 
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -150,7 +152,8 @@ def build_report(evaluator: Evaluator,
                         scenarios_without_assertions=[
                             s.name for s in evaluator.scenarios if not s.assertions],
                         refused_clients=dict(refused or {}),
-                        foreign_events=stats.foreign_events)
+                        foreign_events=stats.foreign_events,
+                        unnamed_given_up=stats.unnamed_given_up)
     return Report(
         conversations=conversations,
         summary=Summary(
@@ -219,6 +222,10 @@ def notes(report: Report) -> list[str]:
         if count:
             noun, _, rest = what.partition(" ")
             lines.append(f"{_count(count, noun)} {rest}")
+    if w.unnamed_given_up:
+        lines.append(f"{_count(w.unnamed_given_up, 'conversation')} named no scenario within "
+                     "the first 1,000 events or 1 MiB: not waited for any longer, those events "
+                     "not kept")
     if w.unknown_kinds:
         n = sum(w.unknown_kinds.values())
         lines.append(f"{_count(n, 'event')} of kinds this version does not know skipped "

@@ -78,3 +78,5 @@ class Statistics(msgspec.Struct, frozen=True):
     replayed: int = 0  # already applied before a restore from a checkpoint
     legacy_rows: int = 0  # older flat CALM rows (slot, flow_started, ...): skipped
     foreign_events: int = 0  # for a conversation another connection owns: refused
+    # Conversations that named no scenario within MAX_UNNAMED_BUFFER events or bytes.
+    unnamed_given_up: int = 0

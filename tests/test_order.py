@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import tracemalloc
 from typing import Any
 
 import anyio
@@ -21,6 +22,7 @@ from test_assertions_harness import scenario
 
 import mantle_stream as ms
 from mantle_stream._feeds import open_feed
+from mantle_stream._report import build_report, notes
 from mantle_stream._run import Runner
 
 pytestmark = pytest.mark.anyio
@@ -219,6 +221,45 @@ def test_events_held_until_the_scenario_is_named_keep_their_kind() -> None:
     assert (decision.verdict, decision.decided_at) == ("passed", 2)
     stats = evaluator.statistics()
     assert (stats.bad_events, stats.gaps, stats.held) == (0, 0, 0)
+
+
+def test_a_conversation_that_names_no_scenario_is_not_kept_waiting_beyond_a_mebibyte() -> None:
+    # Several scenarios loaded: events wait until one names its scenario, but
+    # 200 bot messages of 20 KB are 4 MB; the wait is given up after 1 MiB,
+    # reported, and what it held is let go of.
+    a = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "a", "simulation_context": "x",
+        "goals": {"assertions": [{"bot_uttered": {"text_matches": "x"}}]}}}), "a.yml")
+    b = ms.load_scenario_text(json.dumps({"scenario": {"name": "b", "simulation_context": "x"}}),
+                              "b.yml")
+    evaluator = ms.Evaluator([a, b])
+    big = "x" * 20_000
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for seq in range(200):
+            evaluator.push_line(row(seq, "wordy", bot={"text": big, "data": None}))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 2 * 2**20, grown
+    assert evaluator.statistics().unnamed_given_up == 1
+    # Naming a scenario afterwards no longer starts judging it: its start is gone.
+    named = json.loads(row(200, "wordy", bot={"text": "x", "data": None}))
+    named["metadata"] = json.dumps({"scenario": "a"})
+    evaluator.push_line(json.dumps(named))
+    # A conversation that names its scenario within the limit is judged.
+    evaluator.push_line(row(0, "brief", bot={"text": "hello", "data": None}))
+    named = json.loads(row(1, "brief", session_ended={}))
+    named["metadata"] = json.dumps({"scenario": "a"})
+    evaluator.push_line(json.dumps(named))
+    evaluator.finish_all()
+    assert [u.conversation_id for u in evaluator.unmatched()] == ["wordy"]
+    assert [r.conversation_id for r in evaluator.results()] == ["brief"]
+    report = build_report(evaluator)
+    assert report.warnings is not None and report.warnings.unnamed_given_up == 1
+    assert any("1 conversation named no scenario within the first 1,000 events or 1 MiB" in line
+               for line in notes(report))
 
 
 def test_a_held_row_without_sequence_survives_a_checkpoint() -> None:
