@@ -18,7 +18,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 # script → a column heading of each table it prints
 TABLES = {
     "throughput.py": ["stage", "NaiveLive µs/event"],
-    "latency.py": ["median"],
+    "latency.py": ["median", "an evil-pattern client"],
     "memory.py": ["state B/conv (tracemalloc)"],
     "routing.py": ["assertions", "µs per conversation"],
     "feeds.py": ["path", "in memory"],

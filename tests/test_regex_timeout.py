@@ -95,3 +95,58 @@ def test_patterns_that_may_backtrack_are_always_searched_with_the_limit(
     # Others are searched with re, about ten times faster, in a message shorter
     # than LONG_TEXT characters (a longer one always gets the limit).
     assert may_backtrack(pattern) is risky
+
+
+def test_another_clients_stop_message_arrives_while_an_evil_pattern_is_matched() -> None:
+    # Two simulators on one loopback listener. One sends a message the evil
+    # pattern backtracks on for ever (2^40 ways); right behind it, the other
+    # sends the event that fails its conversation. Its stop message arrives
+    # once the search is cut off (0.1 s by default): the bound below is
+    # liveness, not speed — without the limit it would take well over 20 s
+    # (benchmarks/latency.py --evil measures the wait).
+    import anyio
+
+    from mantle_stream._feeds import open_feed
+
+    evaluator = ms.Evaluator([scenario(
+        {"bot_uttered": {"text_matches": EVIL}},
+        {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}})])
+    waited: list[float] = []
+
+    async def honest(host: str, port: int) -> None:
+        async with await anyio.connect_tcp(host, port) as stream:
+            await anyio.sleep(0.02)  # the evil message is in the evaluator first
+            line = json.dumps({"conversation_id": "honest", "sequence": 0,
+                               "metadata": json.dumps({"utter_action": "utter_cannot_help"}),
+                               "bot": {"text": "sorry", "data": {}}}).encode() + b"\n"
+            started = time.perf_counter()
+            await stream.send(line)
+            reply = b""
+            while b"\n" not in reply:
+                reply += await stream.receive()
+            waited.append(time.perf_counter() - started)
+            assert json.loads(reply.split(b"\n")[0])["conversation_id"] == "honest"
+            await stream.send(b'{"conversation_id": "honest", "sequence": 1, "metadata": null,'
+                              b' "session_ended": {}}\n')
+
+    async def evil(host: str, port: int) -> None:
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(bot_line("evil", 0, "a" * 5000 + "!"))
+            await stream.send(b'{"conversation_id": "evil", "sequence": 1, "metadata": null,'
+                              b' "session_ended": {}}\n')
+            await anyio.sleep(0.5)
+
+    async def main() -> None:
+        async with open_feed("tcp://127.0.0.1:0") as feed:
+            assert feed.address is not None
+            host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(evil, host, int(port))
+                tg.start_soon(honest, host, int(port))
+                await ms.Runner(evaluator, linger=0.2).run(feed)
+
+    anyio.run(main)
+    assert waited and waited[0] < 1.0, waited
+    results = {r.conversation_id: [a.verdict for a in r.assertions]
+               for r in evaluator.results()}
+    assert results == {"evil": ["errored", "passed"], "honest": ["skipped", "failed"]}
