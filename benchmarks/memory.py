@@ -26,8 +26,10 @@ conversation stays open (no ``session_ended``) except in the two "finished"
 rows, where each ends and the evaluator keeps the results of all of them or
 of the last ``--keep`` only (``--keep-finished``; state per conversation is
 then per finished conversation seen). Judged against the 30
-assertions of ``_common.scenario()``. For contrast, two rows hold the same
-long conversation in PostHoc (``_baselines.py``), which keeps every event.
+assertions of ``_common.scenario()``, except one row with a scenario of
+``--assertions`` (10,000: the 30 repeated) whose conversations all finish.
+For contrast, two rows hold the same long conversation in PostHoc
+(``_baselines.py``), which keeps every event.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from typing import Any
 import mantle_stream as ms
 
 from _baselines import PostHoc
-from _common import SKIPPED_SHARE, _payload, machine, scenario
+from _common import SKIPPED_SHARE, _payload, machine, scenario, scenario_assertions
 
 CHUNK = 64 * 1024
 _LINE = (b'{"conversation_id":"%s","timestamp":1767261600.25,"metadata":%s,'
@@ -129,7 +131,9 @@ def _max_rss() -> int:
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement in this (fresh) process; see ``run_child``."""
-    scen = scenario()
+    many = spec.get("assertions")
+    # A big scenario repeats the 30 (each copy is compiled as its own assertion).
+    scen = scenario(scenario_assertions() * (many // 30 - 1)) if many else scenario()
     pool = payload_pool()
     keep = spec.get("keep")
     make: Callable[[], Any] = {"mantle_stream": lambda: ms.Evaluator([scen], keep_finished=keep),
@@ -204,6 +208,10 @@ def main() -> None:
                         help="finished conversations, kept all or only the last --keep")
     parser.add_argument("--keep", type=int, default=1_000,
                         help="--keep-finished of the bounded finished row")
+    parser.add_argument("--assertions", type=int, default=10_000,
+                        help="assertions of the big scenario's row")
+    parser.add_argument("--big-conversations", type=int, default=200,
+                        help="finished conversations (20 events each) of the big scenario's row")
     parser.add_argument("--few", type=int, default=4, help="events per open conversation")
     parser.add_argument("--posthoc", type=int, nargs="+", default=[1_000, 100_000],
                         help="lengths of the long conversation held by PostHoc")
@@ -220,6 +228,7 @@ def main() -> None:
     if args.quick:
         args.long, args.open, args.posthoc, args.few = [100, 1_000], [100], [100], 4
         args.finished, args.keep = 300, 10
+        args.assertions, args.big_conversations = 300, 20
 
     # (engine, conversations, events, extra spec keys, label)
     rows: list[tuple[str, int, int, dict[str, Any], str]] = (
@@ -229,7 +238,10 @@ def main() -> None:
         + [("mantle_stream", args.finished, args.few, {"ended": True},
             f"{args.finished:,} finished, all kept"),
            ("mantle_stream", args.finished, args.few, {"keep": args.keep},
-            f"{args.finished:,} finished, last {args.keep:,} kept")]
+            f"{args.finished:,} finished, last {args.keep:,} kept"),
+           ("mantle_stream", args.big_conversations, 20,
+            {"ended": True, "assertions": args.assertions},
+            f"{args.big_conversations:,} finished × {args.assertions:,} assertions")]
         + [("PostHoc", 1, n, {}, f"PostHoc: 1 conversation × {n:,} events")
            for n in args.posthoc])
     has_malloc = _mallinfo() is not None
