@@ -407,3 +407,58 @@ def test_two_runs_cannot_share_a_state_file_and_partial_writes_are_cleaned(
                        str(state), "--results", str(RESULTS))
         assert proc.returncode == 2
         assert f"another mantle-stream run is using the state file `{state}`" in proc.stderr
+
+
+def test_periodic_checkpoints_are_written_off_the_event_loop(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    # Writing and fsync-ing a big checkpoint takes a tenth of a second or more;
+    # the live runner takes the snapshot between chunks and writes it from a
+    # worker thread, so the loop goes on serving clients meanwhile. (A spy
+    # around the real writer records the thread; the file is real.)
+    import threading
+
+    import anyio
+
+    import mantle_stream._run as run_module
+    from mantle_stream._feeds import open_feed
+
+    threads: list[bool] = []
+    real = run_module.write_checkpoint
+
+    def spy(path: str, data: bytes) -> None:
+        threads.append(threading.current_thread() is threading.main_thread())
+        real(path, data)
+
+    monkeypatch.setattr(run_module, "write_checkpoint", spy)
+    state = tmp_path / "state.json"
+    scenario = ms.load_scenario_text(json.dumps({"scenario": {
+        "name": "s", "simulation_context": "x",
+        "goals": {"assertions": [{"memory_was_set": [{"name": "a.b"}]}]}}}), "s.yml")
+    evaluator = ms.Evaluator([scenario])
+
+    def row(seq: int, **payload: Any) -> bytes:
+        return json.dumps({"conversation_id": "c", "sequence": seq, "metadata": None,
+                           **payload}).encode() + b"\n"
+
+    async def client(host: str, port: int) -> None:
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(row(0, user={"text": "hi"}))
+            await anyio.sleep(0.4)  # several checkpoint intervals with c open
+            await stream.send(row(1, memory_set={"key": "a.b", "value_json": "1"})
+                              + row(2, session_ended={}))
+
+    async def main() -> None:
+        async with open_feed("tcp://127.0.0.1:0") as feed:
+            assert feed.address is not None
+            host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)
+            runner = ms.Runner(evaluator, linger=0.1, state_path=str(state),
+                               state_interval=0.05)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client, host, int(port))
+                await runner.run(feed)
+
+    anyio.run(main)
+    assert threads and not any(threads), threads  # every periodic write off the main thread
+    assert not state.exists()  # the run completed: nothing to resume
+    [result] = evaluator.results()
+    assert result.verdict == "passed"
