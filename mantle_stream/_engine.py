@@ -266,7 +266,11 @@ class Evaluator:
         # listener that runs for weeks holds what is open now (see _finish).
         self.keep_finished = keep_finished
         self._finished_order: deque[str] = deque()
-        self._tombstones: dict[str, None] = {}  # ids of conversations let go: late if seen
+        # Ids of conversations let go (late if seen again), oldest first in the
+        # deque. (A dict used as a queue would rescan the deleted slots at its
+        # front on every eviction: quadratic over a long run.)
+        self._tombstones: set[str] = set()
+        self._tombstone_order: deque[str] = deque()
         self._omitted = {"conversations": 0, "passed": 0, "failed": 0, "assertions": 0,
                          "skipped": 0, "errored": 0, "unmatched": 0}
         self.reorder_window = reorder_window
@@ -995,9 +999,11 @@ class Evaluator:
                 omitted["skipped"] += verdicts.count("skipped")
                 omitted["errored"] += verdicts.count("errored")
             self._frozen.pop(cid, None)
-            self._tombstones[cid] = None
-            if len(self._tombstones) > MAX_TOMBSTONES:
-                del self._tombstones[next(iter(self._tombstones))]
+            if cid not in self._tombstones:
+                self._tombstones.add(cid)
+                self._tombstone_order.append(cid)
+                if len(self._tombstone_order) > MAX_TOMBSTONES:
+                    self._tombstones.discard(self._tombstone_order.popleft())
 
     def _skip_pending(self, conv: _Conversation, out: list[Decision]) -> None:
         """A stopped conversation ended: what is still pending is skipped."""
