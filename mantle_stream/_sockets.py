@@ -192,6 +192,7 @@ class _SocketFeed(Feed):
                     await self._idle_out(peer)
                     break
                 self._touch()
+                _hold_back(stream)
                 await _put(send, lines.feed(data), peer)
         except anyio.EndOfStream:
             pass  # a partial line left in ``lines`` is dropped (see _feeds)
@@ -311,6 +312,25 @@ class _TcpFeed(_SocketFeed):
             host, port = address[0], address[1]
             return f"tcp [{host}]:{port}" if ":" in host else f"tcp {host}:{port}"
         return f"tcp {address}"
+
+
+def _hold_back(stream: SocketStream) -> None:
+    """Stop the kernel-to-memory copy while what was read waits to be judged.
+
+    anyio's asyncio stream pauses reading only after a ``receive`` that had
+    to wait; one whose first ``receive`` finds data waiting, from a client
+    that sends faster than events are judged, is never paused, and its
+    read queue grows without bound (491 MiB at 300,000 conversations,
+    measured). Pausing while the queue still holds data keeps the backlog in
+    the kernel's socket buffer, so the sender slows down; the next
+    ``receive`` that finds the queue empty resumes reading. Elsewhere (trio,
+    or a stream without these attributes) this does nothing.
+    """
+    protocol = getattr(stream, "_protocol", None)
+    transport = getattr(stream, "_transport", None)
+    if protocol is not None and transport is not None and getattr(protocol, "read_queue", None):
+        with contextlib.suppress(AttributeError, RuntimeError):
+            transport.pause_reading()
 
 
 async def _someone_listens(path: str) -> bool:

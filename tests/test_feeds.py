@@ -495,6 +495,41 @@ async def test_a_consumer_that_falls_behind_slows_the_sender_down() -> None:
 
 
 @live
+async def test_a_sender_that_was_ahead_from_the_start_is_slowed_down_too() -> None:
+    # The client's first bytes are waiting before the listener's first read,
+    # and the consumer takes every chunk, slowly. anyio's asyncio stream then
+    # never paused reading: its queue took all the sender could send (491 MiB
+    # at 300,000 conversations). The backlog must stay in the socket buffers.
+    line = b'{"pad":"' + b"x" * 1000 + b'"}\n'
+    block = line * 256
+    sent = [0]
+    stop = threading.Event()
+
+    def sender(port: int) -> None:  # its own thread: it never waits on the loop
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.settimeout(0.2)
+            while not stop.is_set() and sent[0] < 512 << 20:
+                try:
+                    sock.sendall(block)
+                except (TimeoutError, OSError):
+                    continue
+                sent[0] += len(block)
+
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        assert feed.address is not None
+        port = int(feed.address.rpartition(":")[2])
+        thread = threading.Thread(target=sender, args=(port,), daemon=True)
+        thread.start()
+        await anyio.sleep(0.05)  # its bytes are waiting before the first read
+        with anyio.move_on_after(1.0):
+            async for _ in feed:
+                await anyio.sleep(0.002)
+        stop.set()
+        await anyio.to_thread.run_sync(thread.join, 5)
+    assert sent[0] < 64 << 20, f"{sent[0] >> 20} MiB taken in by a consumer of ~30 MiB/s"
+
+
+@live
 async def test_unix_feed_replaces_a_stale_socket_serves_clients_and_cleans_up(
         tmp_path: Path) -> None:
     path = tmp_path / "feed.sock"
