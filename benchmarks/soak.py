@@ -3,6 +3,7 @@
     python benchmarks/soak.py                    # ~1,000,000 events over 32 connections
     python benchmarks/soak.py --quick            # ~20,000 events (smoke run, < 20 s)
     python benchmarks/soak.py --events 200000 --connections 8 --reorder-window 0
+    python benchmarks/soak.py --long-lived       # 1,000,000 conversations, --state, --jsonl
 
 Starts ``mantle-stream check SCENARIO --events tcp://127.0.0.1:0 --format json
 --linger 1 --reorder-window 8`` as a subprocess and streams the generated feed
@@ -24,6 +25,18 @@ not, 2 the run itself failed.
 With ``--reorder-window 0`` the option is not passed (nor when the CLI
 does not know it yet: then it is dropped with a warning). Without
 de-duplication and a reorder window in the engine, mismatches are expected.
+
+``--long-lived`` runs what a monitor running for weeks sees instead:
+``--conversations`` (a million) short conversations through one listener
+started with ``--state`` (a checkpoint every ``--state-interval`` s) and
+``--jsonl``, and the live default ``--keep-finished`` (10,000). It prints the
+listener's RSS after 10⁴, 10⁵ and 10⁶ conversations were sent (it must stay
+flat once 10,000 are kept), the time a probe conversation (one settling
+event, every 50 ms on its own connection) waits for its stop message —
+the worst is the longest the event loop was busy elsewhere, checkpoints
+included — and compares every verdict in the JSONL with the offline one.
+The scenario's assertions settle only at each conversation's end, so no
+conversation is stopped early and the offline verdicts apply unchanged.
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import random
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -166,11 +180,13 @@ def command() -> list[str]:
 class Server:
     """``mantle-stream check`` listening on a free loopback port; peak RSS watched."""
 
-    def __init__(self, scenario_path: Path, reorder_window: int) -> None:
-        argv = [*command(), "check", str(scenario_path), "--events", "tcp://127.0.0.1:0",
-                "--format", "json", "--linger", str(LINGER)]
-        if reorder_window:
-            argv += ["--reorder-window", str(reorder_window)]
+    def __init__(self, scenario_path: Path, reorder_window: int,
+                 argv: list[str] | None = None) -> None:
+        if argv is None:
+            argv = [*command(), "check", str(scenario_path), "--events", "tcp://127.0.0.1:0",
+                    "--format", "json", "--linger", str(LINGER)]
+            if reorder_window:
+                argv += ["--reorder-window", str(reorder_window)]
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.stderr: list[str] = []
@@ -372,6 +388,214 @@ def compare(report: dict[str, Any], offline: ms.Evaluator) -> Comparison:
 
 
 # --------------------------------------------------------------------------
+# Long-lived mode: a million conversations through one listener
+# --------------------------------------------------------------------------
+
+#: Assertions that only settle at a conversation's end (none fails early and
+#: the last passes only then), so no conversation is stopped early and every
+#: verdict is the offline one; the probe's settles at once.
+LONG_LIVED_ASSERTIONS: list[dict[str, Any]] = [
+    {"skill_activated": {"skill_id": "card_replace"}},
+    {"memory_was_set": [{"name": "card_replace.replacement_reason", "value": "damaged"}]},
+    {"tool_executed": {"tool_name": "check_balance", "source": "local"}},
+    {"bot_uttered": {"utter_name": "utter_goodbye"}},
+    {"memory_was_not_set": [{"name": "soak.never_set"}]},
+    {"bot_did_not_utter": {"utter_name": "utter_probe"}},
+]
+MILESTONES = (10_000, 100_000, 1_000_000)
+PROBE_EVERY = 0.05  # seconds between two probe conversations
+
+
+def _vm(pid: int, key: str) -> int:
+    """A ``/proc/PID/status`` figure in KiB (0 once the process is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def long_lived(args: argparse.Namespace) -> int:
+    """``--long-lived``: see the module docstring."""
+    total = args.conversations
+    with tempfile.TemporaryDirectory(prefix="mantle-soak-") as tmp:
+        workdir = Path(tmp)
+        scenario_path = workdir / "soak.yml"
+        scenario_path.write_text(json.dumps({"scenario": {
+            "name": "soak", "simulation_context": "soak",
+            "goals": {"assertions": LONG_LIVED_ASSERTIONS}}}))
+        scen = ms.load_scenario_file(scenario_path)
+        # Conversations are drawn from templates (their id substituted), each
+        # judged once offline: the expected verdicts of conversation i are
+        # those of template i % templates.
+        templates: list[bytes] = []
+        expected: list[list[str]] = []
+        for t in range(args.templates):
+            rng = random.Random(f"{args.seed}:template:{t}")
+            lines = list(conversation_lines("@CID@", args.per_conversation, rng))
+            offline = ms.Evaluator([scen])
+            offline.push_chunk(b"\n".join(lines) + b"\n")
+            offline.finish_all()
+            [result] = offline.results()
+            expected.append([a.verdict for a in result.assertions])
+            templates.append(b"\n".join(lines) + b"\n")
+        jsonl = workdir / "verdicts.jsonl"
+        state = workdir / "state.json"
+        argv = [*command(), "check", str(scenario_path), "--events", "tcp://127.0.0.1:0",
+                "--format", "json", "--linger", str(LINGER), "--jsonl", str(jsonl),
+                "--state", str(state), "--state-interval", str(args.state_interval)]
+        print(f"soak --long-lived: {total:,} conversations × {args.per_conversation} events "
+              f"over {args.connections} connections ({args.templates:,} templates judged "
+              f"offline), {len(LONG_LIVED_ASSERTIONS)} assertions")
+        print(f"  machine: {machine()}")
+        print(f"  engine: {' '.join(argv[1:])}")
+        server = Server(scenario_path, 0, argv=argv)
+        address = server.wait_listening(30)
+        if address is None:
+            server.wait(10)
+            print("soak: error: mantle-stream did not start listening:\n"
+                  + "\n".join(server.stderr), file=sys.stderr)
+            return 2
+        sent = [0] * args.connections  # conversations fully sent, per connection
+        errors: list[str] = []
+
+        def client(c: int) -> None:
+            try:
+                sock = socket.create_connection(address, timeout=120)
+            except OSError as exc:
+                errors.append(f"connect: {exc}")
+                return
+            conn = Connection(Path(f"connection-{c}"))
+            reader = threading.Thread(target=read_replies, args=(sock, conn), daemon=True)
+            reader.start()
+            try:
+                batch: list[bytes] = []
+                for i in range(c, total, args.connections):
+                    batch.append(templates[i % args.templates].replace(
+                        b"@CID@", f"conv-{i}".encode()))
+                    if len(batch) == 64:
+                        sock.sendall(b"".join(batch))
+                        sent[c] += len(batch)
+                        batch = []
+                sock.sendall(b"".join(batch))
+                sent[c] += len(batch)
+                sock.shutdown(socket.SHUT_WR)
+            except OSError as exc:
+                errors.append(f"send: {exc}")
+            reader.join(timeout=600)
+            sock.close()
+            if conn.replies:
+                errors.append(f"connection {c}: unexpected replies {dict(conn.replies)}")
+
+        waits: list[float] = []
+        done = threading.Event()
+
+        def probe() -> None:
+            """A conversation whose one event settles it, every PROBE_EVERY s: the time
+            to its stop message is how long the event loop was busy elsewhere."""
+            try:
+                sock = socket.create_connection(address, timeout=120)
+                sock.settimeout(120)
+                reader = sock.makefile("rb")
+                n = 0
+                while not done.is_set():
+                    cid = f"probe-{n}"
+                    meta = json.dumps(json.dumps({"utter_action": "utter_probe"}))
+                    started = time.perf_counter()
+                    sock.sendall(b'{"conversation_id":"%s","sequence":0,"metadata":%s,'
+                                 b'"bot":{"text":"probe","data":null}}\n'
+                                 % (cid.encode(), meta.encode()))
+                    reader.readline()
+                    waits.append(time.perf_counter() - started)
+                    sock.sendall(b'{"conversation_id":"%s","sequence":1,"metadata":null,'
+                                 b'"session_ended":{}}\n' % cid.encode())
+                    n += 1
+                    done.wait(PROBE_EVERY)
+                sock.close()
+            except OSError as exc:
+                errors.append(f"probe: {exc}")
+
+        rss: dict[int, int] = {}
+        milestones = [m for m in MILESTONES if m < total] + [total]
+
+        def watch() -> None:
+            while not done.is_set():
+                finished = sum(sent)
+                for m in milestones:
+                    if m not in rss and finished >= m:
+                        rss[m] = _vm(server.proc.pid, "VmRSS:")
+                time.sleep(0.05)
+
+        helpers = [threading.Thread(target=probe, daemon=True),
+                   threading.Thread(target=watch, daemon=True)]
+        clients = [threading.Thread(target=client, args=(c,), daemon=True)
+                   for c in range(args.connections)]
+        started = time.perf_counter()
+        try:
+            for t in helpers + clients:
+                t.start()
+            for t in clients:
+                t.join(timeout=args.timeout)
+            consumed = time.perf_counter() - started
+            time.sleep(0.2)  # the last milestone and probes
+            done.set()
+            for t in helpers:
+                t.join(timeout=60)
+            code = server.wait(args.timeout)
+        finally:
+            done.set()
+            server.kill()
+        print(f"  {sum(sent):,} conversations ({sum(sent) * args.per_conversation:,} events) "
+              f"consumed in {consumed:.1f} s: {sum(sent) / consumed:,.0f} conversations/s; "
+              f"exit status {code}")
+        for m in milestones:
+            if m in rss:
+                print(f"  RSS after {m:>9,} conversations sent: {rss[m] / 1024:7.1f} MiB")
+        print(f"  peak RSS {server.ru_maxrss_kib / 1024:,.1f} MiB (wait4 ru_maxrss)")
+        if waits:
+            waits.sort()
+            print(f"  probe (event loop busy elsewhere), {len(waits):,} probes with a checkpoint "
+                  f"every {args.state_interval:g} s: median {statistics.median(waits) * 1e3:.2f}"
+                  f" ms, p99 {waits[int(len(waits) * 0.99)] * 1e3:.2f} ms, worst "
+                  f"{waits[-1] * 1e3:.1f} ms")
+        for line in errors[:5]:
+            print(f"  error: {line}")
+        for line in [s for s in server.stderr if not LISTENING.search(s)][:10]:
+            print(f"  mantle-stream: {line}")
+        # Every conversation's verdicts in the JSONL, one by one, against its template's.
+        seen = bytearray(total)
+        mismatches = other = 0
+        examples: list[str] = []
+        with jsonl.open("rb") as fh:
+            for raw in fh:
+                record = json.loads(raw)
+                cid = record["conversation_id"]
+                if not cid.startswith("conv-"):
+                    other += 1
+                    continue
+                i = int(cid[5:])
+                seen[i] += 1
+                want = expected[i % args.templates][record["index"]]
+                if record["verdict"] != want:
+                    mismatches += 1
+                    if len(examples) < 5:
+                        examples.append(f"{cid} #{record['index']}: {record['verdict']}, "
+                                        f"offline {want}")
+        incomplete = sum(1 for n in seen if n != len(LONG_LIVED_ASSERTIONS))
+        print(f"  JSONL: {mismatches:,} verdicts differ from the offline ones; {incomplete:,} "
+              f"conversations without exactly {len(LONG_LIVED_ASSERTIONS)} verdicts; "
+              f"{other:,} probe verdicts")
+        for line in examples:
+            print(f"    e.g. {line}")
+        ok = not (mismatches or incomplete or errors or code not in (0, 1))
+        print("soak: OK: every verdict in the JSONL equals the offline result" if ok
+              else "soak: MISMATCH")
+        return 0 if ok else 1
+
+
+# --------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------
 
@@ -381,8 +605,8 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="clean events in all")
     parser.add_argument("--quick", action="store_true", help="~20,000 events: a smoke run")
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--per-conversation", type=int, default=100,
-                        help="events per conversation (default: 100)")
+    parser.add_argument("--per-conversation", type=int, default=None,
+                        help="events per conversation (default: 100; 8 with --long-lived)")
     parser.add_argument("--interleave", type=int, default=4,
                         help="conversations running at once on one connection (default: 4)")
     parser.add_argument("--dup-rate", type=float, default=0.02)
@@ -392,7 +616,21 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=900,
                         help="seconds before the subprocess is killed")
+    parser.add_argument("--long-lived", action="store_true",
+                        help="--conversations through one listener with --state and --jsonl")
+    parser.add_argument("--conversations", type=int, default=1_000_000,
+                        help="with --long-lived (default: 1,000,000; 20,000 with --quick)")
+    parser.add_argument("--templates", type=int, default=1000,
+                        help="with --long-lived: distinct conversations, each judged offline")
+    parser.add_argument("--state-interval", type=float, default=1.0,
+                        help="with --long-lived: seconds between checkpoints")
     args = parser.parse_args()
+    if args.per_conversation is None:
+        args.per_conversation = 8 if args.long_lived else 100
+    if args.long_lived:
+        if args.quick:
+            args.conversations = 20_000
+        return long_lived(args)
     if args.quick:
         args.events = 20_000
 
