@@ -177,6 +177,17 @@ def command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "mantle_stream"]
 
 
+def _vm(pid: int, key: str) -> int:
+    """A ``/proc/PID/status`` figure in KiB (0 once the process is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 class Server:
     """``mantle-stream check`` listening on a free loopback port; peak RSS watched."""
 
@@ -220,14 +231,8 @@ class Server:
         self.stdout = self.proc.stdout.read()
 
     def _watch_rss(self) -> None:
-        status = Path(f"/proc/{self.proc.pid}/status")
         while not self._done.is_set():
-            try:
-                for line in status.read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        self.vm_hwm_kib = max(self.vm_hwm_kib, int(line.split()[1]))
-            except (OSError, ValueError, IndexError):
-                pass  # gone, or a zombie without memory lines
+            self.vm_hwm_kib = max(self.vm_hwm_kib, _vm(self.proc.pid, "VmHWM:"))
             time.sleep(0.05)
 
     def wait_listening(self, timeout: float) -> tuple[str, int] | None:
@@ -404,17 +409,6 @@ LONG_LIVED_ASSERTIONS: list[dict[str, Any]] = [
 ]
 MILESTONES = (10_000, 100_000, 1_000_000)
 PROBE_EVERY = 0.05  # seconds between two probe conversations
-
-
-def _vm(pid: int, key: str) -> int:
-    """A ``/proc/PID/status`` figure in KiB (0 once the process is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def long_lived(args: argparse.Namespace) -> int:
