@@ -10,7 +10,12 @@ from collections.abc import Mapping
 
 import msgspec
 
-from mantle_stream._engine import Evaluator, UnmatchedConversation
+from mantle_stream._engine import (
+    MAX_UNNAMED_BUFFER,
+    MAX_UNNAMED_BYTES,
+    Evaluator,
+    UnmatchedConversation,
+)
 from mantle_stream._errors import CONTROL_ESCAPES
 from mantle_stream._results import RecordedRun, RunDifference, compare
 from mantle_stream._verdicts import ConversationResult
@@ -100,7 +105,7 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     scenarios_without_assertions: list[str] = []  # they pass every conversation
     refused_clients: dict[str, int] = {}  # the listener turned them away, by reason
     foreign_events: int = 0  # sent for a conversation another connection owns: refused
-    # Conversations that named no scenario within 1,000 events or 1 MiB: not kept waiting.
+    # Conversations that named no scenario within MAX_UNNAMED_BUFFER events or bytes.
     unnamed_given_up: int = 0
 
 
@@ -224,8 +229,8 @@ def notes(report: Report) -> list[str]:
             lines.append(f"{_count(count, noun)} {rest}")
     if w.unnamed_given_up:
         lines.append(f"{_count(w.unnamed_given_up, 'conversation')} named no scenario within "
-                     "the first 1,000 events or 1 MiB: not waited for any longer, those events "
-                     "not kept")
+                     f"the first {MAX_UNNAMED_BUFFER:,} events or {MAX_UNNAMED_BYTES >> 20} MiB: "
+                     "not waited for any longer, those events not kept")
     if w.unknown_kinds:
         n = sum(w.unknown_kinds.values())
         lines.append(f"{_count(n, 'event')} of kinds this version does not know skipped "
