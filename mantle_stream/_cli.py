@@ -95,9 +95,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         f"the assertion is errored (default: {DEFAULT_REGEX_TIMEOUT:g})")
     p.add_argument("--keep-finished", type=_count, default=None, metavar="N",
                    help="list only the N most recently finished conversations in the views "
-                        "and the report (the others are counted; --jsonl has every verdict), so "
-                        "a long run holds what is open now (default: all for files, 10000 for "
-                        "follow:, tcp:// and unix:)")
+                        "and the report (the others are counted; --jsonl and --junit have every "
+                        "verdict), so a long run holds what is open now (default: all for "
+                        "files, 10000 for follow:, tcp:// and unix:)")
     p.add_argument("--strict", action="store_true",
                    help="exit 2 when anything was not judged as asked: conversations that "
                         "match no scenario, bad or late events, sequence gaps, unknown kinds")

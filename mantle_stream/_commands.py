@@ -35,7 +35,7 @@ from mantle_stream._errors import (
 from mantle_stream._feeds import Feed, open_feed
 from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
 from mantle_stream._match import nested_repetition
-from mantle_stream._outputs import JsonlWriter, lock_state, read_checkpoint, write_junit
+from mantle_stream._outputs import JsonlWriter, JunitWriter, lock_state, read_checkpoint
 from mantle_stream._report import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -177,6 +177,10 @@ class _Session:
         self.jsonl = (JsonlWriter.open(args.jsonl,
                                        overwrite=getattr(args, "jsonl_mode", "") == "overwrite")
                       if args.jsonl else None)
+        # Written as conversations leave memory, completed at the end (_finish).
+        self.junit = JunitWriter(args.junit) if args.junit else None
+        if self.junit is not None:
+            evaluator.on_let_go = self.junit.add
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
 
@@ -233,6 +237,8 @@ class _Session:
     def close(self) -> None:
         if self.jsonl is not None:
             self.jsonl.close()
+        if self.junit is not None:
+            self.junit.close()  # (its temporary file, when the run ended before _finish)
 
 
 async def _signals(runner: Runner) -> None:
@@ -252,8 +258,8 @@ async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
 
 def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str) -> int:
     report = build_report(session.evaluator, session.recorded, session.refused)
-    if session.args.junit:
-        write_junit(session.args.junit, report)
+    if session.junit is not None:
+        session.junit.finish(report)
     if fmt == "json":
         sys.stdout.write(report.to_json().decode() + "\n")
         for line in notes(report):  # standard output holds the report alone
@@ -393,12 +399,12 @@ def _check_or_watch(args: argparse.Namespace) -> int:
 
     try:
         outcome, runner = anyio.run(go)
+        return _finish(session, outcome, runner,
+                       fmt=args.format if args.command == "check" else "live")
     finally:
         session.close()
         if state_lock is not None:
             state_lock.close()  # (the lock goes with it)
-    return _finish(session, outcome, runner,
-                   fmt=args.format if args.command == "check" else "live")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -434,9 +440,9 @@ def _demo(args: argparse.Namespace) -> int:
 
     try:
         outcome, runner = anyio.run(go)
+        code = _finish(session, outcome, runner, fmt="live")
     finally:
         session.close()
-    code = _finish(session, outcome, runner, fmt="live")
     if stats.stopped:
         print(f"stopped early: {len(stats.stopped)} conversations "
               f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "

@@ -265,6 +265,10 @@ class Evaluator:
         # most recent, the older ones folded into `omitted()` counters, so a
         # listener that runs for weeks holds what is open now (see _finish).
         self.keep_finished = keep_finished
+        # Called with each finished conversation as it is let go of, so a sink that
+        # needs every conversation (JUnit) can write it out before it leaves memory.
+        self.on_let_go: Callable[[ConversationResult | UnmatchedConversation], None] | None \
+            = None
         self._finished_order: deque[str] = deque()
         # Ids of conversations let go (late if seen again), oldest first in the
         # deque. (A dict used as a queue would rescan the deleted slots at its
@@ -986,6 +990,9 @@ class Evaluator:
             conv = self._convs.pop(cid, None)
             if conv is None:
                 continue
+            if self.on_let_go is not None:
+                self.on_let_go(_result_of(conv) if conv.plan is not None
+                               else self._unmatched_of(conv))
             omitted = self._omitted
             if conv.plan is None:
                 omitted["unmatched"] += 1
@@ -1057,10 +1064,12 @@ class Evaluator:
 
     def unmatched(self) -> list[UnmatchedConversation]:
         """Conversations judged against no scenario: they named none, or one not loaded."""
-        return [UnmatchedConversation(
-            c.cid, c.requested or None, c.events,
-            _closest(c.requested, self._by_name) if c.requested else None)
-            for c in self._convs.values() if c.plan is None]
+        return [self._unmatched_of(c) for c in self._convs.values() if c.plan is None]
+
+    def _unmatched_of(self, conv: _Conversation) -> UnmatchedConversation:
+        return UnmatchedConversation(
+            conv.cid, conv.requested or None, conv.events,
+            _closest(conv.requested, self._by_name) if conv.requested else None)
 
     def omitted(self) -> dict[str, int]:
         """Counters of the finished conversations let go of (``keep_finished``): how many,

@@ -31,6 +31,7 @@ __all__ = [
     "build_report",
     "exit_status",
     "notes",
+    "report_conversation",
     "strict_problems",
 ]
 
@@ -119,7 +120,9 @@ class Report(msgspec.Struct, frozen=True, omit_defaults=True):
         return msgspec.json.format(msgspec.json.encode(self), indent=2)
 
 
-def _conversation(result: ConversationResult, run: RecordedRun | None) -> ReportConversation:
+def report_conversation(result: ConversationResult,
+                        run: RecordedRun | None = None) -> ReportConversation:
+    """One judged conversation as the report lists it."""
     return ReportConversation(
         conversation_id=result.conversation_id,
         scenario=result.scenario,
@@ -144,7 +147,7 @@ def build_report(evaluator: Evaluator,
     reason (``Feed.rejected``).
     """
     recorded = recorded or {}
-    conversations = [_conversation(r, recorded.get(r.conversation_id))
+    conversations = [report_conversation(r, recorded.get(r.conversation_id))
                      for r in evaluator.results()]
     unmatched = evaluator.unmatched()
     stats = evaluator.statistics()

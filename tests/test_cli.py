@@ -447,3 +447,20 @@ def test_keep_finished_lists_the_most_recent_and_counts_the_rest() -> None:
     assert (report["summary"]["conversations"], report["summary"]["failed"],
             report["summary"]["omitted"]) == (3, 2, 2)
     assert "2 finished conversations counted but not listed" in proc.stderr
+
+
+def test_junit_holds_every_conversation_even_those_let_go_of(tmp_path: Path) -> None:
+    junit, whole = tmp_path / "kept.xml", tmp_path / "whole.xml"
+    for path, keep in ((junit, ["--keep-finished", "1"]), (whole, [])):
+        proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
+                   *keep, "--junit", str(path))
+        assert proc.returncode == 1, proc.stderr
+    # Two conversations left memory before the end: their suites were written as they
+    # went, so the file lists all three, with the totals of all three.
+    root, full = ET.parse(junit).getroot(), ET.parse(whole).getroot()
+    assert len(root.findall("testsuite")) == 3
+    assert {k: root.get(k) for k in ("tests", "failures", "errors")} == {
+        k: full.get(k) for k in ("tests", "failures", "errors")}
+    by_name = {s.get("name"): ET.tostring(s) for s in full.findall("testsuite")}
+    assert {s.get("name"): ET.tostring(s) for s in root.findall("testsuite")} == by_name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.xml", "whole.xml"]

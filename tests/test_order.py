@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import random
 import tracemalloc
+import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,6 +24,7 @@ from test_assertions_harness import scenario
 
 import mantle_stream as ms
 from mantle_stream._feeds import open_feed
+from mantle_stream._outputs import JunitWriter
 from mantle_stream._report import build_report, notes
 from mantle_stream._run import Runner
 
@@ -403,3 +406,22 @@ def test_a_checkpoint_keeps_the_counters_of_conversations_let_go_of() -> None:
     resumed.restore(first.checkpoint())
     assert ms.build_report(resumed).summary == ms.build_report(first).summary
     assert len(first.checkpoint()) < 3000  # two conversations saved, not five
+
+
+def test_junit_writes_conversations_as_they_are_let_go_of(tmp_path: Path) -> None:
+    scen = scenario({"skill_activated": {"skill_id": "k"}})
+    evaluator = ms.Evaluator([scen], keep_finished=3)
+    writer = JunitWriter(str(tmp_path / "junit.xml"))
+    evaluator.on_let_go = writer.add
+    for n in range(50):
+        for line in finished_conversation(f"c{n}", fails=n % 5 == 0):
+            evaluator.push_line(line)
+        if n == 10:  # written out already, to a file beside it, as they go
+            assert writer.tests == 8
+            assert [p.name[:11] for p in tmp_path.iterdir()] == [".junit.xml-"]
+    writer.finish(ms.build_report(evaluator))
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    names = [s.get("name") for s in root.findall("testsuite")]
+    assert sorted(names) == sorted(f"c{n}" for n in range(50))
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("50", "10", "0")
+    assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]
