@@ -32,7 +32,8 @@ started with ``--state`` (a checkpoint every ``--state-interval`` s) and
 ``--jsonl``, and the live default ``--keep-finished`` (10,000). It prints the
 listener's RSS after 10⁴, 10⁵ and 10⁶ conversations were sent (it must stay
 flat once 10,000 are kept), the time a probe conversation (one settling
-event, every 50 ms on its own connection) waits for its stop message —
+event, every 50 ms on its own connection, from its own process) waits for
+its stop message —
 the worst is the longest the event loop was busy elsewhere, checkpoints
 included — and compares every verdict in the JSONL with the offline one.
 The scenario's assertions settle only at each conversation's end, so no
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -411,6 +413,34 @@ MILESTONES = (10_000, 100_000, 1_000_000)
 PROBE_EVERY = 0.05  # seconds between two probe conversations
 
 
+def probe(address: tuple[str, int], done: Any, out: Any) -> None:
+    """A conversation whose one event settles it, every PROBE_EVERY s: the time to
+    its stop message is how long the event loop was busy elsewhere. Run in its own
+    process: among the senders' threads it would wait for this process's GIL too."""
+    waits: list[float] = []
+    try:
+        sock = socket.create_connection(address, timeout=120)
+        sock.settimeout(120)
+        reader = sock.makefile("rb")
+        n = 0
+        meta = json.dumps(json.dumps({"utter_action": "utter_probe"})).encode()
+        while not done.is_set():
+            cid = f"probe-{n}".encode()
+            started = time.perf_counter()
+            sock.sendall(b'{"conversation_id":"%s","sequence":0,"metadata":%s,'
+                         b'"bot":{"text":"probe","data":null}}\n' % (cid, meta))
+            reader.readline()
+            waits.append(time.perf_counter() - started)
+            sock.sendall(b'{"conversation_id":"%s","sequence":1,"metadata":null,'
+                         b'"session_ended":{}}\n' % cid)
+            n += 1
+            done.wait(PROBE_EVERY)
+        sock.close()
+        out.send((waits, None))
+    except OSError as exc:
+        out.send((waits, f"probe: {exc}"))
+
+
 def long_lived(args: argparse.Namespace) -> int:
     """``--long-lived``: see the module docstring."""
     total = args.conversations
@@ -483,33 +513,7 @@ def long_lived(args: argparse.Namespace) -> int:
             if conn.replies:
                 errors.append(f"connection {c}: unexpected replies {dict(conn.replies)}")
 
-        waits: list[float] = []
         done = threading.Event()
-
-        def probe() -> None:
-            """A conversation whose one event settles it, every PROBE_EVERY s: the time
-            to its stop message is how long the event loop was busy elsewhere."""
-            try:
-                sock = socket.create_connection(address, timeout=120)
-                sock.settimeout(120)
-                reader = sock.makefile("rb")
-                n = 0
-                while not done.is_set():
-                    cid = f"probe-{n}"
-                    meta = json.dumps(json.dumps({"utter_action": "utter_probe"}))
-                    started = time.perf_counter()
-                    sock.sendall(b'{"conversation_id":"%s","sequence":0,"metadata":%s,'
-                                 b'"bot":{"text":"probe","data":null}}\n'
-                                 % (cid.encode(), meta.encode()))
-                    reader.readline()
-                    waits.append(time.perf_counter() - started)
-                    sock.sendall(b'{"conversation_id":"%s","sequence":1,"metadata":null,'
-                                 b'"session_ended":{}}\n' % cid.encode())
-                    n += 1
-                    done.wait(PROBE_EVERY)
-                sock.close()
-            except OSError as exc:
-                errors.append(f"probe: {exc}")
 
         rss: dict[int, int] = {}
         milestones = [m for m in MILESTONES if m < total] + [total]
@@ -522,8 +526,14 @@ def long_lived(args: argparse.Namespace) -> int:
                         rss[m] = _vm(server.proc.pid, "VmRSS:")
                 time.sleep(0.05)
 
-        helpers = [threading.Thread(target=probe, daemon=True),
-                   threading.Thread(target=watch, daemon=True)]
+        # Forked before any thread of this process starts.
+        context = multiprocessing.get_context("fork")
+        probe_done = context.Event()
+        results, probe_out = context.Pipe(duplex=False)
+        prober = context.Process(target=probe, args=(address, probe_done, probe_out),
+                                 daemon=True)
+        prober.start()
+        helpers = [threading.Thread(target=watch, daemon=True)]
         clients = [threading.Thread(target=client, args=(c,), daemon=True)
                    for c in range(args.connections)]
         started = time.perf_counter()
@@ -535,11 +545,17 @@ def long_lived(args: argparse.Namespace) -> int:
             consumed = time.perf_counter() - started
             time.sleep(0.2)  # the last milestone and probes
             done.set()
+            probe_done.set()
             for t in helpers:
                 t.join(timeout=60)
+            waits, probe_error = results.recv() if results.poll(60) else ([], "probe: no answer")
+            if probe_error:
+                errors.append(probe_error)
+            prober.join(timeout=10)
             code = server.wait(args.timeout)
         finally:
             done.set()
+            probe_done.set()
             server.kill()
         print(f"  {sum(sent):,} conversations ({sum(sent) * args.per_conversation:,} events) "
               f"consumed in {consumed:.1f} s: {sum(sent) / consumed:,.0f} conversations/s; "

@@ -311,6 +311,10 @@ class Evaluator:
         self._bad = 0  # bad events skipped (on_bad)
         self._source: str | None = None  # where the chunk being pushed came from
         self._frozen: dict[str, msgspec.Raw] = {}  # encoded states of finished conversations
+        # Ids of finished conversations not encoded yet, once checkpoints are taken
+        # (see freeze_finished); None until then, so a run without them holds
+        # nothing here. Ids, not conversations: one let go of is freed at once.
+        self._unfrozen: deque[str] | None = None
         self._replayed = 0  # events already applied before a restore, seen again
         self._foreign = 0  # events for a conversation another owner holds: refused
         self._unnamed_given_up = 0  # conversations whose buffer filled before a scenario
@@ -936,6 +940,8 @@ class Evaluator:
                 return
         conv.finished = True
         conv.recent_ids = None  # only an open conversation needs them
+        if self._unfrozen is not None and conv.plan is not None:
+            self._unfrozen.append(conv.cid)
         self._open_convs.pop(conv.cid, None)
         if self.keep_finished is not None:
             self._finished_order.append(conv.cid)  # let go of once it is old (_let_go)
@@ -1171,25 +1177,39 @@ class Evaluator:
         if not conv.finished:
             self._open_convs[conv.cid] = conv
 
+    def freeze_finished(self, limit: int) -> int:
+        """Encode up to ``limit`` finished conversations for the next :meth:`checkpoint`;
+        return how many are still waiting.
+
+        A finished conversation never changes again, so it is encoded once. A
+        live run calls this in slices between chunks before each checkpoint,
+        so that encoding thousands of newly finished conversations never
+        holds the event loop at once; :meth:`checkpoint` encodes what is left.
+        """
+        queue = self._unfrozen
+        if queue is None:  # the first call: every finished conversation so far
+            queue = self._unfrozen = deque(
+                c.cid for c in self._convs.values() if c.finished and c.plan is not None)
+        frozen, convs = self._frozen, self._convs
+        while limit > 0 and queue:
+            cid = queue.popleft()
+            if cid in convs and cid not in frozen:  # (not let go of already)
+                frozen[cid] = msgspec.Raw(
+                    _checkpoint_encoder.encode(self.conversation_state(cid)))
+                limit -= 1
+        return len(queue)
+
     def checkpoint(self) -> bytes:
         """Every judged conversation's state and the counters, as JSON bytes.
 
         Events held in a reorder window are not included: they were not
         applied, so re-reading the feed delivers them again.
         """
-        states: list[Any] = []
-        for conv in self._convs.values():
-            if conv.plan is None:
-                continue
-            if conv.finished:
-                # A finished conversation never changes again: encode it once.
-                frozen = self._frozen.get(conv.cid)
-                if frozen is None:
-                    frozen = self._frozen[conv.cid] = msgspec.Raw(
-                        _checkpoint_encoder.encode(self.conversation_state(conv.cid)))
-                states.append(frozen)
-            else:
-                states.append(self.conversation_state(conv.cid))
+        self.freeze_finished(len(self._convs))
+        frozen = self._frozen
+        states: list[Any] = [
+            frozen[conv.cid] if conv.finished else self.conversation_state(conv.cid)
+            for conv in self._convs.values() if conv.plan is not None]
         return _checkpoint_encoder.encode(Checkpoint(
             version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
             fingerprints=self._fingerprints(), omitted=dict(self._omitted),

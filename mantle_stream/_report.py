@@ -84,7 +84,7 @@ class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
     # With --results: assertions whose verdict differs from evaluate_agent's record.
     recorded_differences: int = 0
     # Finished conversations counted above but not listed (a live run keeps the most
-    # recent ones only: see --keep-finished); --jsonl has every verdict.
+    # recent ones only: see --keep-finished); --jsonl and --junit have every verdict.
     omitted: int = 0
 
 
@@ -205,7 +205,8 @@ def notes(report: Report) -> list[str]:
     pending = sum(a.verdict == "pending" for c in report.conversations for a in c.assertions)
     if report.summary.omitted:
         lines.append(f"{_count(report.summary.omitted, 'finished conversation')} counted but "
-                     "not listed (only the most recent are kept; --jsonl has every verdict)")
+                     "not listed (only the most recent are kept; --jsonl and --junit have every "
+                     "verdict)")
     if report.summary.errored:
         lines.append(f"{_count(report.summary.errored, 'assertion')} could not be evaluated "
                      "(errored; see the digest)")

@@ -462,3 +462,29 @@ def test_periodic_checkpoints_are_written_off_the_event_loop(tmp_path: Path,
     assert not state.exists()  # the run completed: nothing to resume
     [result] = evaluator.results()
     assert result.verdict == "passed"
+
+
+def test_finished_conversations_are_encoded_for_checkpoints_in_slices() -> None:
+    # A live run encodes the conversations finished since its last checkpoint a
+    # few hundred at a time, serving clients in between (Runner._watchdog): the
+    # checkpoint after the slices is the one taken at once, and a conversation
+    # let go of before its slice is simply not there.
+    sliced, whole = evaluator(keep_finished=6), evaluator(keep_finished=6)
+    chunks = list(split_lines(ALL_EVENTS.read_bytes()))
+    cut = len(chunks) // 2
+    for ev in (sliced, whole):
+        for chunk in chunks[:cut]:
+            ev.push_chunk(chunk)
+    waiting = [sliced.freeze_finished(2)]
+    while waiting[-1]:
+        waiting.append(sliced.freeze_finished(2))
+    assert len(waiting) > 1 and waiting == sorted(waiting, reverse=True)
+    assert sliced.checkpoint() == whole.checkpoint()
+    for ev in (sliced, whole):  # more finish, some of the encoded ones are let go of
+        for chunk in chunks[cut:]:
+            ev.push_chunk(chunk)
+    assert sliced.freeze_finished(1) > 0  # only what finished since
+    assert sliced.checkpoint() == whole.checkpoint()
+    resumed = evaluator(keep_finished=6)
+    resumed.restore(sliced.checkpoint())
+    assert report_of(resumed) == report_of(whole)
