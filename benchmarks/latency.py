@@ -13,7 +13,7 @@ message for that conversation arrives on the same connection.
 With ``--evil`` a second row adds ``text_matches: (a+)+$`` to the scenario and
 one more client that, until the others are done, opens a conversation every
 0.2 s with a 5,001-character message that pattern backtracks on for ever:
-each search is cut off at ``--regex-timeout`` (0.1 s), and the row shows
+each search is cut off at ``--regex-timeout`` (0.05 s), and the row shows
 what that costs the other clients.
 """
 
@@ -27,6 +27,7 @@ import time
 import anyio
 
 import mantle_stream as ms
+from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT
 from mantle_stream._feeds import open_feed
 
 from _common import machine
@@ -112,8 +113,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--evil", action="store_true",
                         help="a second row beside a client an evil pattern backtracks on")
-    parser.add_argument("--regex-timeout", type=float, default=0.1,
-                        help="the evaluator's limit per search (mantle-stream's default: 0.1)")
+    parser.add_argument("--regex-timeout", type=float, default=DEFAULT_REGEX_TIMEOUT,
+                        help="the evaluator's limit per search (default: mantle-stream's, "
+                             f"{DEFAULT_REGEX_TIMEOUT})")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:

@@ -16,4 +16,4 @@ DEFAULT_REORDER_WINDOW = 1000
 #: Seconds a conversation's events wait for a missing earlier sequence (live runs).
 DEFAULT_GAP_TIMEOUT = 5.0
 #: Seconds one `text_matches` search may take on one message.
-DEFAULT_REGEX_TIMEOUT = 0.1
+DEFAULT_REGEX_TIMEOUT = 0.05

@@ -1,7 +1,7 @@
 """A regular expression that backtracks catastrophically stalls no one.
 
 ``text_matches`` is searched with the ``regex`` package's time limit per
-message (``--regex-timeout``, 0.1 s by default): a search that runs out makes
+message (``--regex-timeout``, 0.05 s by default): a search that runs out makes
 that assertion *errored* in that conversation (never a silent pass or fail),
 other assertions and conversations go on, and ``validate`` warns about the
 shape of pattern that does this.
@@ -101,7 +101,7 @@ def test_another_clients_stop_message_arrives_while_an_evil_pattern_is_matched()
     # Two simulators on one loopback listener. One sends a message the evil
     # pattern backtracks on for ever (2^40 ways); right behind it, the other
     # sends the event that fails its conversation. Its stop message arrives
-    # once the search is cut off (0.1 s by default): the bound below is
+    # once the search is cut off (0.05 s by default): the bound below is
     # liveness, not speed — without the limit it would take well over 20 s
     # (benchmarks/latency.py --evil measures the wait).
     import anyio
