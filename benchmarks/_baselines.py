@@ -1,8 +1,8 @@
 """Two baseline evaluators to compare mantle_stream's architecture against.
 
 Both decode the same chunks with the same ``msgspec.json.Decoder(Event)`` and
-judge with the same per-assertion machines from ``mantle_stream._machines``
-(compiled by ``mantle_stream._compiler``), so a difference in the figures is a
+judge with the same per-assertion machines from ``mantle_stream.core.assertions.machines``
+(compiled by ``mantle_stream.core.assertions.compiler``), so a difference in the figures is a
 difference in *architecture*, not in parsing or matching code:
 
 * :class:`PostHoc` is what existing tools do: keep every event of a
@@ -35,9 +35,9 @@ from typing import Any
 import msgspec
 
 import mantle_stream as ms
-from mantle_stream import _machines
-from mantle_stream._compiler import compile_assertion
-from mantle_stream._events import (
+from mantle_stream.core.assertions import machines as _machines
+from mantle_stream.core.assertions.compiler import compile_assertion
+from mantle_stream.core.events.model import (
     PAYLOAD_TYPES,
     MemoryCleared,
     MemorySet,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mantle_stream as ms
-from mantle_stream._sources import CHUNK_BYTES, split_lines
+from mantle_stream.feeds.lines import CHUNK_BYTES, split_lines
 
 SKILLS = ["card_replace", "transfer", "identity", "balance"]
 TOOLS = ["check_balance", "order_replacement", "check_address", "get_limits", "lookup_payee",

@@ -32,7 +32,7 @@ from collections.abc import Callable
 import anyio
 
 import mantle_stream as ms
-from mantle_stream._feeds import open_feed
+from mantle_stream.feeds import open_feed
 
 from _common import chunks, feed, machine, scenario
 

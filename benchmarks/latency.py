@@ -27,8 +27,8 @@ import time
 import anyio
 
 import mantle_stream as ms
-from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT
-from mantle_stream._feeds import open_feed
+from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT
+from mantle_stream.feeds import open_feed
 
 from _common import machine
 

@@ -18,68 +18,73 @@ The public API::
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from mantle_stream._defaults import VERSION
+from mantle_stream.core.defaults import VERSION
 
 if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on first use
-    from mantle_stream._diagnostics import Diagnostic
-    from mantle_stream._engine import ConversationState, Evaluator, UnmatchedConversation
-    from mantle_stream._errors import (
+    from mantle_stream.core.engine.evaluator import (
+        ConversationState,
+        Evaluator,
+        UnmatchedConversation,
+    )
+    from mantle_stream.core.errors import (
         EventError,
         FeedError,
         MantleStreamError,
         ScenarioError,
         UsageError,
     )
-    from mantle_stream._events import Event, EventDecoder
-    from mantle_stream._report import Report, build_report, exit_status
-    from mantle_stream._results import RecordedRun, load_results
-    from mantle_stream._run import Runner, RunOutcome, StopMessage, run_feed
-    from mantle_stream._scenario import (
+    from mantle_stream.core.events.decode import EventDecoder
+    from mantle_stream.core.events.model import Event
+    from mantle_stream.core.recorded import RecordedRun, load_results
+    from mantle_stream.core.scenario.diagnostics import Diagnostic
+    from mantle_stream.core.scenario.model import (
         Scenario,
         load_scenario_file,
         load_scenario_text,
         load_scenarios,
     )
-    from mantle_stream._verdicts import (
+    from mantle_stream.core.verdicts import (
         AssertionResult,
         ConversationResult,
         Decision,
         Statistics,
         Verdict,
     )
+    from mantle_stream.outputs.report import Report, build_report, exit_status
+    from mantle_stream.runner import Runner, RunOutcome, StopMessage, run_feed
 
 #: Where each public name lives: loaded on first use (PEP 562), so that the
 #: command line answers ``--help`` without loading the engine.
 _LAZY = {
-    "AssertionResult": "mantle_stream._verdicts",
-    "ConversationResult": "mantle_stream._verdicts",
-    "ConversationState": "mantle_stream._engine",
-    "Decision": "mantle_stream._verdicts",
-    "Diagnostic": "mantle_stream._diagnostics",
-    "Evaluator": "mantle_stream._engine",
-    "Event": "mantle_stream._events",
-    "EventDecoder": "mantle_stream._events",
-    "EventError": "mantle_stream._errors",
-    "FeedError": "mantle_stream._errors",
-    "MantleStreamError": "mantle_stream._errors",
-    "RecordedRun": "mantle_stream._results",
-    "Report": "mantle_stream._report",
-    "RunOutcome": "mantle_stream._run",
-    "Runner": "mantle_stream._run",
-    "Scenario": "mantle_stream._scenario",
-    "ScenarioError": "mantle_stream._errors",
-    "Statistics": "mantle_stream._verdicts",
-    "StopMessage": "mantle_stream._run",
-    "UnmatchedConversation": "mantle_stream._engine",
-    "UsageError": "mantle_stream._errors",
-    "Verdict": "mantle_stream._verdicts",
-    "build_report": "mantle_stream._report",
-    "exit_status": "mantle_stream._report",
-    "load_results": "mantle_stream._results",
-    "load_scenario_file": "mantle_stream._scenario",
-    "load_scenario_text": "mantle_stream._scenario",
-    "load_scenarios": "mantle_stream._scenario",
-    "run_feed": "mantle_stream._run",
+    "AssertionResult": "mantle_stream.core.verdicts",
+    "ConversationResult": "mantle_stream.core.verdicts",
+    "ConversationState": "mantle_stream.core.engine.evaluator",
+    "Decision": "mantle_stream.core.verdicts",
+    "Diagnostic": "mantle_stream.core.scenario.diagnostics",
+    "Evaluator": "mantle_stream.core.engine.evaluator",
+    "Event": "mantle_stream.core.events.model",
+    "EventDecoder": "mantle_stream.core.events.decode",
+    "EventError": "mantle_stream.core.errors",
+    "FeedError": "mantle_stream.core.errors",
+    "MantleStreamError": "mantle_stream.core.errors",
+    "RecordedRun": "mantle_stream.core.recorded",
+    "Report": "mantle_stream.outputs.report",
+    "RunOutcome": "mantle_stream.runner",
+    "Runner": "mantle_stream.runner",
+    "Scenario": "mantle_stream.core.scenario.model",
+    "ScenarioError": "mantle_stream.core.errors",
+    "Statistics": "mantle_stream.core.verdicts",
+    "StopMessage": "mantle_stream.runner",
+    "UnmatchedConversation": "mantle_stream.core.engine.evaluator",
+    "UsageError": "mantle_stream.core.errors",
+    "Verdict": "mantle_stream.core.verdicts",
+    "build_report": "mantle_stream.outputs.report",
+    "exit_status": "mantle_stream.outputs.report",
+    "load_results": "mantle_stream.core.recorded",
+    "load_scenario_file": "mantle_stream.core.scenario.model",
+    "load_scenario_text": "mantle_stream.core.scenario.model",
+    "load_scenarios": "mantle_stream.core.scenario.model",
+    "run_feed": "mantle_stream.runner",
 }
 
 

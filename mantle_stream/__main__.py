@@ -1,5 +1,5 @@
 """``python -m mantle_stream`` runs the command line."""
 
-from mantle_stream._cli import main
+from mantle_stream.cli import main
 
 raise SystemExit(main())

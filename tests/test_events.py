@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mantle_stream as ms
-from mantle_stream._events import (
+from mantle_stream.core.events.flat import document_lines, is_document
+from mantle_stream.core.events.model import (
     PAYLOAD_FIELDS,
     SKIPPED_KINDS,
     Bot,
@@ -30,8 +31,7 @@ from mantle_stream._events import (
     parse_json_value,
     single_payload,
 )
-from mantle_stream._flat import document_lines, is_document
-from mantle_stream._sources import LineChunker
+from mantle_stream.feeds.lines import LineChunker
 
 #: One conversation's ten events as Mantle's event broker writes them (the
 #: example of its event contract; the README shows three of its lines).
@@ -411,7 +411,7 @@ def test_crlf_blank_lines_and_missing_final_newline() -> None:
 
 
 def test_overlong_line_is_refused_without_decoding_it() -> None:
-    from mantle_stream._events import MAX_LINE_BYTES
+    from mantle_stream.core.events.decode import MAX_LINE_BYTES
 
     line = b'{"conversation_id":"c","user":{"text":"' + b"x" * MAX_LINE_BYTES + b'"}}'
     with pytest.raises(ms.EventError, match="longer than the"):

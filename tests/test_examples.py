@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import mantle_stream as ms
-from mantle_stream._flat import document_lines
-from mantle_stream._results import compare, load_results
-from mantle_stream._sources import split_lines
+from mantle_stream.core.events.flat import document_lines
+from mantle_stream.core.recorded import compare, load_results
+from mantle_stream.feeds.lines import split_lines
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "eval"
 RESULTS = EXAMPLES / "results" / "2026-12-01T09-00-00"

@@ -22,8 +22,10 @@ import pytest
 from anyio.abc import ByteStream, SocketAttribute
 
 from mantle_stream import EventDecoder, EventError, FeedError
-from mantle_stream._feeds import Chunk, Feed, Peer, _read_waiting, open_feed
-from mantle_stream._sources import CHUNK_BYTES, READ_BYTES, split_lines
+from mantle_stream.feeds import Chunk, Feed, FollowOptions, open_feed
+from mantle_stream.feeds.base import Peer
+from mantle_stream.feeds.files import _read_waiting
+from mantle_stream.feeds.lines import CHUNK_BYTES, READ_BYTES, split_lines
 
 pytestmark = pytest.mark.anyio
 live = pytest.mark.timeout(20)
@@ -250,7 +252,7 @@ async def test_a_stdin_read_error_ends_the_feed_with_feed_error(tmp_path: Path) 
 
 STOP_AFTER_ONE_CHUNK = """
 import anyio
-from mantle_stream._feeds import open_feed
+from mantle_stream.feeds import open_feed
 
 async def main() -> None:
     async with open_feed("-") as feed:
@@ -292,7 +294,7 @@ async def test_follow_waits_for_the_file_and_reads_lines_as_they_are_appended(
                 fh.write(line)
                 await anyio.sleep(0.002)
 
-    async with open_feed(f"follow:{path}", poll_interval=0.01) as feed, \
+    async with open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed, \
             anyio.create_task_group() as tg:
         assert (feed.name, feed.live, feed.address) == (f"follow:{path}", True, None)
         tg.start_soon(write)
@@ -303,7 +305,7 @@ async def test_follow_waits_for_the_file_and_reads_lines_as_they_are_appended(
 async def test_follow_joins_a_line_written_in_two_pieces(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"n":1}\n')
-    async with open_feed(f"follow:{path}", poll_interval=0.01) as feed:
+    async with open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed:
         reader = LineReader(feed)
         assert await reader.take(1) == [(1, b'{"n":1}\n')]
         with path.open("ab", buffering=0) as fh:
@@ -317,7 +319,7 @@ async def test_follow_joins_a_line_written_in_two_pieces(tmp_path: Path) -> None
 async def test_follow_starts_again_from_the_top_after_truncation(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"a":1}\n{"a":2}\n{"a":3}\n{"a":')
-    async with open_feed(f"follow:{path}", poll_interval=0.01) as feed:
+    async with open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed:
         reader = LineReader(feed)
         assert [line for _, line in await reader.take(3)] == [
             b'{"a":1}\n', b'{"a":2}\n', b'{"a":3}\n']
@@ -333,7 +335,7 @@ async def test_follow_starts_again_from_the_top_after_truncation(tmp_path: Path)
 async def test_follow_finishes_the_rotated_file_then_reads_the_new_one(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"old":1}\n')
-    async with open_feed(f"follow:{path}", poll_interval=0.01) as feed:
+    async with open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed:
         reader = LineReader(feed)
         assert await reader.take(1) == [(1, b'{"old":1}\n')]
         with path.open("ab") as fh:
@@ -351,7 +353,7 @@ async def test_follow_finishes_the_rotated_file_then_reads_the_new_one(tmp_path:
 async def test_follow_never_ends_by_itself(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"n":1}\n')
-    async with open_feed(f"follow:{path}", poll_interval=0.01) as feed:
+    async with open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed:
         reader = LineReader(feed)
         await reader.take(1)
         with anyio.move_on_after(0.2) as waited:

@@ -58,8 +58,9 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 import mantle_stream as ms
-from mantle_stream._events import MAX_LINE_BYTES, PAYLOAD_TYPES
-from mantle_stream._results import load_results
+from mantle_stream.core.events.decode import MAX_LINE_BYTES
+from mantle_stream.core.events.model import PAYLOAD_TYPES
+from mantle_stream.core.recorded import load_results
 
 # As in test_streaming_equals_batch: a failing property makes Hypothesis import
 # libcst, whose DeprecationWarning would become an INTERNALERROR under

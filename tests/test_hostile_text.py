@@ -20,8 +20,8 @@ import pytest
 from rich.console import Console
 
 import mantle_stream as ms
-from mantle_stream._live import LiveSnapshot, LiveView
-from mantle_stream._table import ReportTable
+from mantle_stream.outputs.live import LiveSnapshot, LiveView
+from mantle_stream.outputs.table import ReportTable
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_ID = "c-\x1b[31mred\x1b[0m-[bold]x[/]"

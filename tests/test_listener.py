@@ -20,8 +20,8 @@ import pytest
 from anyio.abc import ByteStream, SocketAttribute, SocketStream
 
 from mantle_stream import FeedError
-from mantle_stream._feeds import Feed, open_feed
-from mantle_stream._sockets import _is_loopback
+from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds.sockets import _is_loopback
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
 
@@ -58,7 +58,8 @@ class Consumer:
 @asynccontextmanager
 async def serving(spec: str = "tcp://127.0.0.1:0", reply: Callable[[bytes], bytes] | None = None,
                   **options: Any) -> AsyncIterator[tuple[Feed, Consumer]]:
-    async with open_feed(spec, **options) as feed, anyio.create_task_group() as tg:
+    async with open_feed(spec, listen=ListenOptions(**options)) as feed, \
+            anyio.create_task_group() as tg:
         consumer = Consumer(feed, reply)
         tg.start_soon(consumer.run)
         yield feed, consumer
@@ -333,7 +334,7 @@ REMOTE_HINT = ("is not a loopback address (127.0.0.0/8, ::1, localhost), so anyo
 async def test_a_host_that_is_not_loopback_is_refused_with_the_way_to_allow_it(
         spec: str, host: str) -> None:
     with pytest.raises(FeedError) as raised:
-        async with open_feed(spec, token=TOKEN):
+        async with open_feed(spec, listen=ListenOptions(token=TOKEN)):
             pass
     assert str(raised.value) == f"cannot listen on `{spec}`: `{host}` {REMOTE_HINT}"
 
@@ -396,14 +397,15 @@ def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
 def test_impossible_listener_settings_raise_value_error(options: dict[str, Any],
                                                         message: str) -> None:
     with pytest.raises(ValueError) as raised:
-        open_feed("tcp://127.0.0.1:0", **options)
+        open_feed("tcp://127.0.0.1:0", listen=ListenOptions(**options))
     assert str(raised.value) == message
 
 
 async def test_listener_settings_are_ignored_by_other_sources(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"n":1}\n')
-    async with open_feed(str(path), token=TOKEN, max_connections=1, idle_timeout=0.01) as feed:
+    listen = ListenOptions(token=TOKEN, max_connections=1, idle_timeout=0.01)
+    async with open_feed(str(path), listen=listen) as feed:
         assert [chunk.data async for chunk in feed] == [b'{"n":1}\n']
         assert feed.rejected == {}
 

@@ -23,10 +23,10 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
-from mantle_stream._verdicts import AssertionResult as A
-from mantle_stream._verdicts import ConversationResult as C
-from mantle_stream._verdicts import Decision, Statistics, Verdict
+from mantle_stream.core.verdicts import AssertionResult as A
+from mantle_stream.core.verdicts import ConversationResult as C
+from mantle_stream.core.verdicts import Decision, Statistics, Verdict
+from mantle_stream.outputs.live import LiveSnapshot, LiveView, decision_line, summary_line
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -411,14 +411,15 @@ def test_rendering_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_view_imports_nothing_that_holds_state() -> None:
-    tree = ast.parse((Path(__file__).parent.parent / "mantle_stream" / "_live.py").read_text())
+    live = Path(__file__).parent.parent / "mantle_stream" / "outputs" / "live.py"
+    tree = ast.parse(live.read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                  for alias in node.names}
     project = {name for name in imported if name and name.startswith("mantle_stream")}
-    # _errors only for its constant table of control-character escapes.
-    assert project == {"mantle_stream._errors", "mantle_stream._table",
-                       "mantle_stream._verdicts"}
+    # core.errors only for its constant table of control-character escapes.
+    assert project == {"mantle_stream.core.errors", "mantle_stream.outputs.table",
+                       "mantle_stream.core.verdicts"}
     assert {name.split(".")[0] for name in imported if name} <= {
         "__future__", "collections", "msgspec", "rich", "mantle_stream"}
 

@@ -23,10 +23,10 @@ import pytest
 from test_assertions_harness import scenario
 
 import mantle_stream as ms
-from mantle_stream._feeds import open_feed
-from mantle_stream._outputs import JunitWriter
-from mantle_stream._report import build_report, notes
-from mantle_stream._run import Runner
+from mantle_stream.feeds import open_feed
+from mantle_stream.outputs.junit import JunitWriter
+from mantle_stream.outputs.report import build_report, notes
+from mantle_stream.runner import Runner
 
 pytestmark = pytest.mark.anyio
 

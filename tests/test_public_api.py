@@ -9,11 +9,11 @@ import pytest
 
 import mantle_stream
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(mantle_stream.__path__)
-                 if m.name != "__main__")
+MODULES = sorted(m.name for m in pkgutil.walk_packages(mantle_stream.__path__, "mantle_stream.")
+                 if m.name != "mantle_stream.__main__")
 
 
-@pytest.mark.parametrize("name", ["mantle_stream", *(f"mantle_stream.{m}" for m in MODULES)])
+@pytest.mark.parametrize("name", ["mantle_stream", *MODULES])
 def test_module_all_names_exist(name: str) -> None:
     module = importlib.import_module(name)
     assert hasattr(module, "__all__"), f"{name} has no __all__"
@@ -44,10 +44,10 @@ def test_help_answers_without_loading_the_engine() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from mantle_stream._cli import main\n"
+    code = ("import sys; from mantle_stream.cli.parser import main\n"
             "try:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('msgspec', 'anyio', 'rich', 'yaml') or m == 'mantle_stream._engine'))")
+            "('msgspec', 'anyio', 'rich', 'yaml') or m == 'mantle_stream.core.engine.evaluator'))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -19,7 +19,7 @@ import pytest
 from test_assertions_harness import scenario
 
 import mantle_stream as ms
-from mantle_stream._match import may_backtrack, nested_repetition
+from mantle_stream.core.assertions.match import may_backtrack, nested_repetition
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIL = r"(a+)+$"
@@ -106,7 +106,7 @@ def test_another_clients_stop_message_arrives_while_an_evil_pattern_is_matched()
     # (benchmarks/latency.py --evil measures the wait).
     import anyio
 
-    from mantle_stream._feeds import open_feed
+    from mantle_stream.feeds import open_feed
 
     evaluator = ms.Evaluator([scenario(
         {"bot_uttered": {"text_matches": EVIL}},

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import mantle_stream as ms
-from mantle_stream._results import load_results
-from mantle_stream._sources import split_lines
+from mantle_stream.core.recorded import load_results
+from mantle_stream.feeds.lines import split_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -396,7 +396,7 @@ def test_a_damaged_checkpoint_is_refused_with_a_message(damage: str) -> None:
 
 def test_two_runs_cannot_share_a_state_file_and_partial_writes_are_cleaned(
         tmp_path: Path) -> None:
-    from mantle_stream._outputs import lock_state
+    from mantle_stream.outputs.state import lock_state
 
     state = tmp_path / "state.json"
     leftover = tmp_path / ".state.json-abc123"
@@ -419,8 +419,8 @@ def test_periodic_checkpoints_are_written_off_the_event_loop(tmp_path: Path,
 
     import anyio
 
-    import mantle_stream._run as run_module
-    from mantle_stream._feeds import open_feed
+    import mantle_stream.runner as run_module
+    from mantle_stream.feeds import open_feed
 
     threads: list[bool] = []
     real = run_module.write_checkpoint

@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 import mantle_stream as ms
-from mantle_stream._feeds import open_feed
-from mantle_stream._run import Runner, StopMessage, run_feed
+from mantle_stream.feeds import open_feed
+from mantle_stream.runner import Runner, StopMessage, run_feed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

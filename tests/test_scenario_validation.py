@@ -43,7 +43,7 @@ from mantle_stream import (
     load_scenario_text,
     load_scenarios,
 )
-from mantle_stream._scenario import (
+from mantle_stream.core.scenario.model import (
     BotCheck,
     Button,
     LifecycleCheck,

@@ -31,7 +31,7 @@ from mantle_stream import (
     load_scenario_file,
     load_scenario_text,
 )
-from mantle_stream._scenario import MAX_SCENARIO_BYTES, MemoryCheck, ToolExecutedCheck
+from mantle_stream.core.scenario.model import MAX_SCENARIO_BYTES, MemoryCheck, ToolExecutedCheck
 
 PATH = "scenario.yml"
 

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import yaml
 
-from mantle_stream._diagnostics import Diagnostic
+from mantle_stream.core.scenario.diagnostics import Diagnostic
 
 __all__ = [
     "MAX_DEPTH", "MAX_NODES", "YNode", "YamlProblem", "compose", "describe", "source_lines",

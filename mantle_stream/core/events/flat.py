@@ -1,11 +1,11 @@
 """Flat events and tracker documents: the shape of Rasa's HTTP tracker endpoint.
 
-Part of the event wire format (next to :mod:`mantle_stream._events`).
+Part of the event wire format (next to :mod:`mantle_stream.core.events.model`).
 ``GET /conversations/{id}/tracker`` returns ``{"sender_id": ..., "events":
 [...]}`` with each event flat: ``{"event": "memory_set", "key": ...,
 "value": ...}``; older assistants write such rows one per line with
 ``sender_id`` beside them. :func:`flat_event` maps one flat row onto the same
-:class:`~mantle_stream._events.Event` a ProtoJSON line decodes to, so there
+:class:`~mantle_stream.core.events.model.Event` a ProtoJSON line decodes to, so there
 is one judging path; :func:`document_lines` turns a tracker document into
 JSON lines, each row numbered by its position (a tracker's ``sequence`` is
 that position).
@@ -14,15 +14,12 @@ that position).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import msgspec
 
-from mantle_stream import _events as ev
-from mantle_stream._errors import EventError
-
-if TYPE_CHECKING:
-    from mantle_stream._events import EventDecoder
+from mantle_stream.core.errors import EventError
+from mantle_stream.core.events import model as ev
 
 __all__ = ["document_lines", "flat_event", "is_document"]
 
@@ -99,12 +96,12 @@ def _payload(row: _Flat) -> ev.Payload:
     return cls()  # session_started, session_ended
 
 
-def flat_event(line: bytes, decoder: EventDecoder) -> tuple[ev.Event, ev.Payload]:
+def flat_event(line: bytes) -> tuple[ev.Event, ev.Payload]:
     """The event a flat row stands for, and its payload.
 
-    A kind no check reads comes back with :data:`~mantle_stream._events.LEGACY`
-    (an older CALM row, counted in ``decoder.legacy``) or a skipped payload
-    (``action``, ``stack``, ...: normal traffic, not counted).
+    A kind no check reads comes back with :data:`~mantle_stream.core.events.model.LEGACY`
+    (an older CALM row: its kind in the event's ``event`` field, for the decoder
+    to count) or a skipped payload (``action``, ``stack``, ...: normal traffic).
     """
     try:
         row = _decode_flat(line)
@@ -125,8 +122,7 @@ def flat_event(line: bytes, decoder: EventDecoder) -> tuple[ev.Event, ev.Payload
     elif kind in ev.SKIPPED_KINDS:
         payload = ev.Skipped()
     else:
-        decoder.count(decoder.legacy, kind)
-        return ev.Event(**envelope), ev.LEGACY
+        return ev.Event(**envelope, event=kind), ev.LEGACY
     fields: dict[str, Any] = {kind: payload, **envelope}
     return ev.Event(**fields), payload
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from mantle_stream._errors import UsageError
-from mantle_stream._verdicts import ConversationResult
+from mantle_stream.core.errors import UsageError
+from mantle_stream.core.verdicts import ConversationResult
 
 __all__ = ["RecordedRun", "RunDifference", "compare", "load_results"]
 

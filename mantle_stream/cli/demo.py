@@ -22,9 +22,9 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from mantle_stream._flat import document_lines
-from mantle_stream._results import load_results
-from mantle_stream._scenario import Scenario, load_scenario_text
+from mantle_stream.core.events.flat import document_lines
+from mantle_stream.core.recorded import load_results
+from mantle_stream.core.scenario.model import Scenario, load_scenario_text
 
 __all__ = ["DemoConversation", "DemoStats", "demo_assignments", "demo_conversations",
            "demo_scenarios", "simulate"]

@@ -1,6 +1,6 @@
 """The live terminal view of ``mantle-stream watch``: pure rendering of a snapshot.
 
-An edge module, like ``_table``. The runner builds a :class:`LiveSnapshot` on
+An edge module, like :mod:`.table`. The runner builds a :class:`LiveSnapshot` on
 the event-loop thread (results, statistics, the newest decisions) and hands
 it to :class:`LiveView`; the view reads nothing else -- no engine, no clock,
 no terminal state beyond the ``ConsoleOptions`` rich passes in -- so it can
@@ -33,7 +33,7 @@ it out, so nothing depends on how rich would shrink an over-wide table:
    movement is what a watcher reads, so the scenario yields first.
 3. **Summary** (``final`` only): :func:`summary_line`, coloured.
 
-Marks are the end-of-run table's (:data:`~mantle_stream._table.MARKS`), so
+Marks are the end-of-run table's (:data:`~mantle_stream.outputs.table.MARKS`), so
 ``✔``/``✘``/``…`` read the same live and at the end; every distinction made
 by colour is also made by a glyph or a word, so a colourless terminal (and
 the golden tests) lose nothing.
@@ -52,9 +52,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mantle_stream._errors import CONTROL_ESCAPES
-from mantle_stream._table import MARKS, literal, verdict_text
-from mantle_stream._verdicts import AssertionResult, ConversationResult, Decision, Statistics
+from mantle_stream.core.errors import CONTROL_ESCAPES
+from mantle_stream.core.verdicts import AssertionResult, ConversationResult, Decision, Statistics
+from mantle_stream.outputs.table import MARKS, literal, verdict_text
 
 __all__ = [
     "DEFAULT_HEIGHT",

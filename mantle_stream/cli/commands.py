@@ -1,8 +1,8 @@
 """What each command of the command line does: ``check``, ``watch``, ``validate``, ``demo``.
 
-The outermost edge, below :mod:`mantle_stream._cli` (which reads the
+The outermost edge, below :mod:`mantle_stream.cli.parser` (which reads the
 arguments). Loads scenarios, runs an evaluator over a feed through
-:class:`~mantle_stream._run.Runner`, shows verdicts (report, live view or
+:class:`~mantle_stream.runner.Runner`, shows verdicts (report, live view or
 plain lines) and maps outcomes to the exit codes the README lists: 0 all
 passed, 1 an assertion failed, 2 nothing could be judged as asked. User
 errors print a message, never a traceback.
@@ -24,19 +24,23 @@ import anyio
 from rich.console import Console
 from rich.live import Live
 
-from mantle_stream._engine import Evaluator
-from mantle_stream._errors import (
+from mantle_stream.core.assertions.match import nested_repetition
+from mantle_stream.core.engine.evaluator import Evaluator
+from mantle_stream.core.errors import (
     CONTROL_ESCAPES,
     EventError,
     MantleStreamError,
     ScenarioError,
     UsageError,
 )
-from mantle_stream._feeds import Feed, open_feed
-from mantle_stream._live import LiveSnapshot, LiveView, decision_line, summary_line
-from mantle_stream._match import nested_repetition
-from mantle_stream._outputs import JsonlWriter, JunitWriter, lock_state, read_checkpoint
-from mantle_stream._report import (
+from mantle_stream.core.recorded import RecordedRun, load_results
+from mantle_stream.core.scenario.model import Scenario, load_scenarios
+from mantle_stream.core.verdicts import Decision
+from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.outputs.jsonl import JsonlWriter
+from mantle_stream.outputs.junit import JunitWriter
+from mantle_stream.outputs.live import LiveSnapshot, LiveView, decision_line, summary_line
+from mantle_stream.outputs.report import (
     EXIT_ERROR,
     EXIT_FAILED,
     build_report,
@@ -44,11 +48,9 @@ from mantle_stream._report import (
     notes,
     strict_problems,
 )
-from mantle_stream._results import RecordedRun, load_results
-from mantle_stream._run import Runner, RunOutcome
-from mantle_stream._scenario import Scenario, load_scenarios
-from mantle_stream._table import ReportTable, failure_lines
-from mantle_stream._verdicts import Decision
+from mantle_stream.outputs.state import lock_state, read_checkpoint
+from mantle_stream.outputs.table import ReportTable, failure_lines
+from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "run"]
 
@@ -377,10 +379,10 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                         state_path=args.state, state_interval=args.state_interval,
                         gap_timeout=args.gap_timeout)
         try:
-            feed_cm = open_feed(args.events, token=args.token or None,
-                                allow_remote=args.listen_remote,
-                                max_connections=args.max_connections,
-                                idle_timeout=args.connection_idle_timeout)
+            feed_cm = open_feed(args.events, listen=ListenOptions(
+                token=args.token or None, allow_remote=args.listen_remote,
+                max_connections=args.max_connections,
+                idle_timeout=args.connection_idle_timeout))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with feed_cm as feed:
@@ -408,7 +410,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from mantle_stream._demo import (
+    from mantle_stream.cli.demo import (
         DemoStats,
         demo_assignments,
         demo_conversations,

@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 import regex
 
-from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT
-from mantle_stream._events import (
+from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT
+from mantle_stream.core.events.model import (
     Bot,
     MemorySet,
     OrderedBlockEvent,
@@ -27,7 +27,7 @@ from mantle_stream._events import (
     buttons_of,
     metadata_field,
 )
-from mantle_stream._scenario import (
+from mantle_stream.core.scenario.model import (
     BotCheck,
     LifecycleCheck,
     MemoryStep,
@@ -35,7 +35,7 @@ from mantle_stream._scenario import (
     ToolCall,
     ToolExecutedCheck,
 )
-from mantle_stream._values import strict_equal
+from mantle_stream.core.values import strict_equal
 
 __all__ = [
     "BotMatcher",
@@ -52,7 +52,7 @@ __all__ = [
     "nested_repetition",
 ]
 
-# What the engine passes as ``value`` with each payload (see _machines):
+# What the engine passes as ``value`` with each payload (see .machines):
 # memory_set: the parsed value; tool_executed: (parsed arguments, the event's
 # metadata, unparsed); bot: the response name from the metadata (when a loaded
 # check names one), else None; other kinds: None.

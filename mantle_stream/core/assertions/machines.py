@@ -40,10 +40,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mantle_stream._events import Payload, ToolExecuted, User
-from mantle_stream._match import Matcher, MemoryMatcher, ToolMatcher, fmt_value
-from mantle_stream._scenario import FRAMEWORK_TOOLS
-from mantle_stream._values import strict_equal
+from mantle_stream.core.assertions.match import Matcher, MemoryMatcher, ToolMatcher, fmt_value
+from mantle_stream.core.events.model import Payload, ToolExecuted, User
+from mantle_stream.core.scenario.model import FRAMEWORK_TOOLS
+from mantle_stream.core.values import strict_equal
 
 __all__ = [
     "ARM",

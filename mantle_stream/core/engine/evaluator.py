@@ -1,7 +1,7 @@
 """The engine: conversations, routing, verdicts. The embeddable library API.
 
 Last stage of the pure core. An :class:`Evaluator` holds one compiled
-:class:`~mantle_stream._compiler.Plan` per scenario and, per open
+:class:`~mantle_stream.core.assertions.compiler.Plan` per scenario and, per open
 conversation, one machine per assertion. Each event is routed only to the
 machines indexed under its payload type and key; a decision is reported the
 moment a machine makes it and the machine is then dropped, so a decided
@@ -22,14 +22,15 @@ from typing import Any
 
 import msgspec
 
-from mantle_stream._compiler import BY_VALUE, Plan, compile_scenario
-from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT, DEFAULT_REORDER_WINDOW
-from mantle_stream._errors import CONTROL_ESCAPES, EventError, UsageError
-from mantle_stream._events import (
-    MAX_LINE_BYTES,
+from mantle_stream.core.assertions.compiler import BY_VALUE, Plan, compile_scenario
+from mantle_stream.core.assertions.machines import ARM, UNTOUCHED
+from mantle_stream.core.assertions.match import MatchTimeout
+from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT, DEFAULT_REORDER_WINDOW
+from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, UsageError
+from mantle_stream.core.events.decode import MAX_LINE_BYTES, EventDecoder
+from mantle_stream.core.events.model import (
     UNKNOWN,
     Event,
-    EventDecoder,
     MemorySet,
     Payload,
     SessionEnded,
@@ -42,10 +43,8 @@ from mantle_stream._events import (
     parse_json_value,
     payload_of,
 )
-from mantle_stream._machines import ARM, UNTOUCHED
-from mantle_stream._match import MatchTimeout
-from mantle_stream._scenario import Scenario
-from mantle_stream._verdicts import (
+from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.core.verdicts import (
     AssertionResult,
     ConversationResult,
     Decision,
@@ -247,7 +246,7 @@ class Evaluator:
     >>> evaluator.finish_all(); evaluator.results()              # doctest: +SKIP
 
     Which scenario judges a conversation: the one ``assignments`` names for
-    its id (an ``evaluate_agent`` results folder, see ``_results``); else,
+    its id (an ``evaluate_agent`` results folder, see :mod:`mantle_stream.core.recorded`); else,
     with one scenario loaded, that one; else the scenario whose name or file
     stem is ``"scenario"`` in the envelope metadata of its events.
     """

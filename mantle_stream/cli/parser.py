@@ -1,7 +1,7 @@
 """The command line: ``mantle-stream check | watch | validate | demo``.
 
 The outermost edge: the arguments. What each command does is in
-:mod:`mantle_stream._commands`, imported only once the arguments are read,
+:mod:`mantle_stream.cli.commands`, imported only once the arguments are read,
 so ``--help`` and a usage error answer without loading the engine, msgspec,
 anyio or rich.
 """
@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from mantle_stream._defaults import (
+from mantle_stream.core.defaults import (
     DEFAULT_GAP_TIMEOUT,
     DEFAULT_REGEX_TIMEOUT,
     DEFAULT_REORDER_WINDOW,
@@ -221,6 +221,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from mantle_stream._commands import run  # the engine and the edges: only now
+    from mantle_stream.cli.commands import run  # the engine and the edges: only now
 
     return run(args)

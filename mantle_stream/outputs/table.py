@@ -12,9 +12,9 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from mantle_stream._errors import CONTROL_ESCAPES
-from mantle_stream._report import Report, notes
-from mantle_stream._scenario import Scenario
+from mantle_stream.core.errors import CONTROL_ESCAPES
+from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.outputs.report import Report, notes
 
 __all__ = ["MARKS", "MAX_DETAILED", "ReportTable", "failure_lines", "literal", "verdict_text"]
 

@@ -1,6 +1,6 @@
 """The live runner: drives an evaluator from a feed, tells simulators to stop.
 
-An edge module (anyio). It sits between :mod:`mantle_stream._feeds` (bytes
+An edge module (anyio). It sits between :mod:`mantle_stream.feeds.base` (bytes
 from files, pipes and sockets) and the pure engine, and adds what only a
 live run has:
 
@@ -33,12 +33,12 @@ from typing import Literal
 import anyio
 import msgspec
 
-from mantle_stream._defaults import DEFAULT_GAP_TIMEOUT
-from mantle_stream._engine import Evaluator
-from mantle_stream._errors import EventError
-from mantle_stream._feeds import Chunk, Feed, Peer, open_feed
-from mantle_stream._outputs import remove_checkpoint, write_checkpoint
-from mantle_stream._verdicts import Decision
+from mantle_stream.core.defaults import DEFAULT_GAP_TIMEOUT
+from mantle_stream.core.engine.evaluator import Evaluator
+from mantle_stream.core.errors import EventError
+from mantle_stream.core.verdicts import Decision
+from mantle_stream.feeds import Chunk, Feed, Replies, open_feed
+from mantle_stream.outputs.state import remove_checkpoint, write_checkpoint
 
 __all__ = ["DEFAULT_GAP_TIMEOUT", "RunOutcome", "Runner", "StopAssertion", "StopMessage",
            "run_feed"]
@@ -113,7 +113,7 @@ class Runner:
         self.latest: deque[Decision] = deque(maxlen=20)
         self.stopped_early: list[str] = []
         self._notified: set[str] = set()
-        self._held_peers: dict[str, Peer] = {}  # conversations holding events: their peer
+        self._held_peers: dict[str, Replies] = {}  # conversations holding events: their peer
         self._rate: deque[tuple[float, int]] = deque(maxlen=12)
         self._ending: Ending = "end-of-input"
         self._scope: anyio.CancelScope | None = None

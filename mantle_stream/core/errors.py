@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mantle_stream._diagnostics import Diagnostic
-    from mantle_stream._verdicts import Decision
+    from mantle_stream.core.scenario.diagnostics import Diagnostic
+    from mantle_stream.core.verdicts import Decision
 
 __all__ = ["CONTROL_ESCAPES", "EventError", "FeedError", "MantleStreamError", "ScenarioError",
            "UsageError"]

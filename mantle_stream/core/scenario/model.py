@@ -1,6 +1,6 @@
 """Scenario files: the typed model and every validation rule of the reference.
 
-Second stage of the scenario pipeline: :mod:`mantle_stream._yaml` gives a node
+Second stage of the scenario pipeline: :mod:`mantle_stream.core.scenario.source` gives a node
 tree with positions; this module checks it against the assertion reference
 (required, optional and rejected keys per check, types, ``null`` values, the
 ``session.`` prefix, sequencing restrictions, regular expressions, ...) and
@@ -18,9 +18,16 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from mantle_stream._diagnostics import Diagnostic, did_you_mean
-from mantle_stream._errors import ScenarioError
-from mantle_stream._yaml import YamlProblem, YNode, compose, describe, source_lines, to_plain
+from mantle_stream.core.errors import ScenarioError
+from mantle_stream.core.scenario.diagnostics import Diagnostic, did_you_mean
+from mantle_stream.core.scenario.source import (
+    YamlProblem,
+    YNode,
+    compose,
+    describe,
+    source_lines,
+    to_plain,
+)
 
 __all__ = [
     "BLOCK_KINDS",

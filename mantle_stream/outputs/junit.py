@@ -1,12 +1,8 @@
-"""Verdict outputs for other tools: the JSONL stream and JUnit XML.
+"""JUnit XML: one ``<testsuite>`` per conversation, one ``<testcase>`` per assertion.
 
-An edge module. The JSONL writer appends one JSON object per decided verdict
-and flushes after each batch, so another process can tail the file while the
-run goes on (README, "Command line": conversation_id, scenario, index, kind, verdict,
-decided_at, reason). The JUnit file has one ``<testsuite>`` per conversation
-and one ``<testcase>`` per assertion, the shape Jenkins, GitLab and GitHub
-test reporters read; conversations a long run lets go of are written as they
-go, and the file is moved into place atomically at the end of the run.
+The shape Jenkins, GitLab and GitHub test reporters read. Conversations a
+long run lets go of are written as they go, and the file is moved into
+place atomically at the end of the run.
 """
 
 from __future__ import annotations
@@ -14,64 +10,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import IO
 
-import msgspec
+from mantle_stream.core.engine.evaluator import UnmatchedConversation
+from mantle_stream.core.errors import FeedError
+from mantle_stream.core.verdicts import ConversationResult
+from mantle_stream.outputs.atomic import atomic_file
+from mantle_stream.outputs.report import Report, ReportConversation, report_conversation
 
-from mantle_stream._engine import UnmatchedConversation
-from mantle_stream._errors import FeedError
-from mantle_stream._report import Report, ReportConversation, report_conversation
-from mantle_stream._verdicts import ConversationResult, Decision
-
-__all__ = ["JsonlRecord", "JsonlWriter", "JunitWriter", "junit_xml", "lock_state",
-           "read_checkpoint", "remove_checkpoint", "write_checkpoint"]
-
-
-class JsonlRecord(msgspec.Struct, frozen=True):
-    conversation_id: str
-    scenario: str
-    index: int
-    kind: str
-    verdict: str
-    decided_at: int | None
-    reason: str
-
-
-_encode = msgspec.json.Encoder().encode
-
-
-class JsonlWriter:
-    def __init__(self, fh: IO[bytes]) -> None:
-        self._fh = fh
-
-    @classmethod
-    def open(cls, path: str, *, overwrite: bool = False) -> JsonlWriter:
-        """``path``, appended to (or emptied first, with ``overwrite``); ``-`` is
-        standard output."""
-        if path == "-":
-            return cls(os.fdopen(os.dup(sys.stdout.fileno()), "wb"))
-        try:
-            return cls(open(path, "wb" if overwrite else "ab"))
-        except OSError as exc:
-            raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
-
-    def write(self, decisions: Iterable[Decision]) -> None:
-        lines = [
-            _encode(JsonlRecord(d.conversation_id, d.scenario, d.index, d.kind, d.verdict,
-                                d.decided_at, d.reason)) + b"\n"
-            for d in decisions
-        ]
-        if lines:
-            self._fh.write(b"".join(lines))
-            self._fh.flush()
-
-    def close(self) -> None:
-        self._fh.close()
+__all__ = ["JunitWriter", "junit_xml"]
 
 
 def _suite(conv: ReportConversation) -> ET.Element:
@@ -177,7 +127,7 @@ class JunitWriter:
         try:
             body.flush()
             body.seek(0)
-            with _atomic_file(self.path) as out:
+            with atomic_file(self.path) as out:
                 out.write(opening)
                 shutil.copyfileobj(body, out)
                 out.write(b"</testsuites>\n")
@@ -208,90 +158,3 @@ def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
     ET.indent(root)
     xml: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return xml + b"\n"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def _atomic_file(path: str, *, durable: bool = False) -> Iterator[IO[bytes]]:
-    """Write-then-rename: a reader (or a restart) never sees half a file.
-
-    The file gets the permissions a plain ``open`` would give it (0666 less
-    the umask), not ``mkstemp``'s 0600.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _write_atomically(path: str, data: bytes, *, durable: bool = False) -> None:
-    with _atomic_file(path, durable=durable) as fh:
-        fh.write(data)
-
-
-def write_checkpoint(path: str, data: bytes) -> None:
-    """Save an evaluator checkpoint (``--state``) atomically and durably."""
-    _write_atomically(path, data, durable=True)
-
-
-def lock_state(path: str) -> IO[bytes]:
-    """Hold ``PATH.lock`` for the whole run: two runs with one ``--state`` would
-    overwrite each other's checkpoints. Left-over temporary files of a run that
-    was killed mid-write are removed (no other run can be writing them now)."""
-    import fcntl  # POSIX; imported here so that the module loads elsewhere too
-
-    try:
-        lock = open(path + ".lock", "ab")  # noqa: SIM115 - held for the run, closed by the caller
-    except OSError as exc:
-        raise FeedError(f"cannot lock the state file `{path}`: {exc.strerror}") from None
-    try:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
-        raise FeedError(f"another mantle-stream run is using the state file `{path}`") from None
-    directory = os.path.dirname(os.path.abspath(path))
-    prefix = f".{os.path.basename(path)}-"
-    for name in os.listdir(directory):
-        if name.startswith(prefix):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(directory, name))
-    return lock
-
-
-def read_checkpoint(path: str) -> bytes | None:
-    """The saved checkpoint, or None when there is none yet."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise FeedError(f"cannot read the state file `{path}`: {exc.strerror}") from None
-
-
-def remove_checkpoint(path: str) -> None:
-    """The run completed: a later run with the same ``--state`` starts afresh."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise FeedError(f"cannot remove the state file `{path}`: {exc.strerror}") from None

@@ -10,15 +10,15 @@ from collections.abc import Mapping
 
 import msgspec
 
-from mantle_stream._engine import (
+from mantle_stream.core.engine.evaluator import (
     MAX_UNNAMED_BUFFER,
     MAX_UNNAMED_BYTES,
     Evaluator,
     UnmatchedConversation,
 )
-from mantle_stream._errors import CONTROL_ESCAPES
-from mantle_stream._results import RecordedRun, RunDifference, compare
-from mantle_stream._verdicts import ConversationResult
+from mantle_stream.core.errors import CONTROL_ESCAPES
+from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
+from mantle_stream.core.verdicts import ConversationResult
 
 __all__ = [
     "EXIT_ERROR",
@@ -141,7 +141,7 @@ def build_report(evaluator: Evaluator,
                  refused: Mapping[str, int] | None = None) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
 
-    ``recorded`` (from :func:`~mantle_stream._results.load_results`) adds, per
+    ``recorded`` (from :func:`~mantle_stream.core.recorded.load_results`) adds, per
     conversation, where our verdicts differ from those ``evaluate_agent``
     recorded for the run. ``refused``: the clients a listener turned away, by
     reason (``Feed.rejected``).

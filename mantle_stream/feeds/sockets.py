@@ -1,7 +1,7 @@
 """Socket feeds: the ``tcp://`` and ``unix:`` listeners, and whom they let in.
 
-An edge module (docs/architecture.md), split from :mod:`mantle_stream._feeds`, which
-defines the :class:`~mantle_stream._feeds.Feed` interface implemented here
+An edge module (docs/architecture.md), split from :mod:`mantle_stream.feeds.base`, which
+defines the :class:`~mantle_stream.feeds.base.QueuedFeed` machinery used here
 and stays the one entry point: ``open_feed`` hands ``tcp://`` and ``unix:``
 specs to :func:`open_socket_feed`. Everything in this module is about a
 listener exposed to clients that may be buggy, slow or hostile.
@@ -71,6 +71,7 @@ Who may connect
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hmac
 import ipaddress
@@ -84,12 +85,20 @@ import msgspec
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from mantle_stream._errors import FeedError
-from mantle_stream._feeds import Feed, Peer, _Gone, _Invalid, _Item, _Lines, _put, _reason
-from mantle_stream._sources import CHUNK_BYTES
+from mantle_stream.core.errors import FeedError
+from mantle_stream.feeds.base import Gone, Invalid, Item, Lines, Peer, QueuedFeed, put, reason
+from mantle_stream.feeds.lines import CHUNK_BYTES
 
-__all__ = ["AUTH_TIMEOUT", "IDLE_TIMEOUT", "SEND_TIMEOUT", "TOO_MANY_CONNECTIONS",
-           "UNAUTHORIZED", "Admission", "open_socket_feed"]
+__all__ = [
+    "AUTH_TIMEOUT",
+    "IDLE_TIMEOUT",
+    "SEND_TIMEOUT",
+    "TOO_MANY_CONNECTIONS",
+    "UNAUTHORIZED",
+    "Admission",
+    "ListenOptions",
+    "open_socket_feed",
+]
 
 # Reasons: the ``error`` of the line a refused client receives, and the keys
 # of ``Feed.rejected``.
@@ -122,7 +131,7 @@ def _error_line(reason: str) -> bytes:
     return msgspec.json.encode({"type": "error", "error": reason}) + b"\n"
 
 
-class _SocketFeed(Feed):
+class _SocketFeed(QueuedFeed):
     """Listens and serves up to ``max_connections`` clients at once; never ends."""
 
     def __init__(self, spec: str, *, max_line_bytes: int, admission: Admission) -> None:
@@ -135,14 +144,14 @@ class _SocketFeed(Feed):
     def _peer_name(self, stream: SocketStream) -> str:
         raise NotImplementedError
 
-    async def _produce(self, send: MemoryObjectSendStream[_Item]) -> None:
+    async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
         # ``send`` is shared by every connection and closed by __aexit__:
         # a socket feed never ends by itself, so no end-of-stream counting.
         async with anyio.create_task_group() as task_group:
             for listener in self._listeners:
                 task_group.start_soon(self._accept, listener, send, task_group)
 
-    async def _accept(self, listener: SocketListener, send: MemoryObjectSendStream[_Item],
+    async def _accept(self, listener: SocketListener, send: MemoryObjectSendStream[Item],
                       task_group: TaskGroup) -> None:
         rules = self._admission
         while True:
@@ -173,17 +182,17 @@ class _SocketFeed(Feed):
         self._touch()
 
     async def _serve(self, peer: Peer, stream: SocketStream,
-                     send: MemoryObjectSendStream[_Item]) -> None:
+                     send: MemoryObjectSendStream[Item]) -> None:
         rules = self._admission
-        lines = _Lines(self._max_line_bytes)
+        lines = Lines(self._max_line_bytes)
         if rules.token is not None:
             after = await self._authenticate(stream, rules.token, rules.auth_timeout)
             if isinstance(after, str):
                 await self._refuse(peer, stream, after, drain=True)
                 return
             self._admit()
-            lines = _Lines(self._max_line_bytes, first_line=2)  # the token was line 1
-            await _put(send, lines.feed(after), peer)
+            lines = Lines(self._max_line_bytes, first_line=2)  # the token was line 1
+            await put(send, lines.feed(after), peer)
         try:
             while True:
                 with anyio.move_on_after(rules.idle_timeout) as idle:
@@ -193,13 +202,13 @@ class _SocketFeed(Feed):
                     break
                 self._touch()
                 _hold_back(stream)
-                await _put(send, lines.feed(data), peer)
+                await put(send, lines.feed(data), peer)
         except anyio.EndOfStream:
-            pass  # a partial line left in ``lines`` is dropped (see _feeds)
+            pass  # a partial line left in ``lines`` is dropped (see mantle_stream.feeds.base)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             peer._closed = True  # reset: replies cannot arrive either
         self._touch()
-        await send.send(_Gone(peer))
+        await send.send(Gone(peer))
 
     async def _authenticate(self, stream: SocketStream, token: bytes,
                             timeout: float) -> bytes | str:
@@ -299,7 +308,7 @@ class _TcpFeed(_SocketFeed):
             listener = await anyio.create_tcp_listener(local_host=self._host,
                                                        local_port=self._port)
         except OSError as exc:
-            raise FeedError(f"cannot listen on `{self.name}`: {_reason(exc)}") from None
+            raise FeedError(f"cannot listen on `{self.name}`: {reason(exc)}") from None
         self._listeners = [item for item in listener.listeners
                            if isinstance(item, SocketListener)]
         port = self._listeners[0].extra(SocketAttribute.local_port)
@@ -361,7 +370,7 @@ class _UnixFeed(_SocketFeed):
         except FileNotFoundError:
             found = None
         except OSError as exc:
-            raise FeedError(f"{where}: {_reason(exc)}") from None
+            raise FeedError(f"{where}: {reason(exc)}") from None
         if found is not None:
             if not stat.S_ISSOCK(found.st_mode):
                 raise FeedError(f"{where}: the path exists and is not a socket; "
@@ -373,7 +382,7 @@ class _UnixFeed(_SocketFeed):
         try:
             listener = await anyio.create_unix_listener(path)
         except OSError as exc:
-            raise FeedError(f"{where}: {_reason(exc)}") from None
+            raise FeedError(f"{where}: {reason(exc)}") from None
         self._listeners = [listener]
         made = os.stat(path)
         self._socket_id = (made.st_dev, made.st_ino)
@@ -395,10 +404,9 @@ class _UnixFeed(_SocketFeed):
         self._socket_id = None
 
 
-def open_socket_feed(spec: str, *, max_line_bytes: int, token: str | None,
-                     allow_remote: bool, max_connections: int, auth_timeout: float,
-                     idle_timeout: float | None, send_timeout: float | None) -> Feed:
-    """The feed for a ``tcp://`` or ``unix:`` spec; called by ``open_feed``.
+@dataclasses.dataclass(frozen=True)
+class ListenOptions:
+    """How a ``tcp://`` or ``unix:`` listener admits and keeps clients.
 
     * ``token``: a client's first line must be exactly this (no line breaks);
     * ``allow_remote``: allow a ``tcp://`` HOST that is not loopback;
@@ -408,10 +416,25 @@ def open_socket_feed(spec: str, *, max_line_bytes: int, token: str | None,
       disconnected (None: never);
     * ``send_timeout``: a reply that cannot be written for this long (the
       client stopped reading) disconnects it (None: wait for ever).
-
-    Bad values raise ValueError (a programming error); a bad or refused spec
-    gives a feed that raises FeedError on entering.
     """
+
+    token: str | None = None
+    allow_remote: bool = False
+    max_connections: int = 64
+    auth_timeout: float = 10.0
+    idle_timeout: float | None = 300.0
+    send_timeout: float | None = 10.0
+
+
+def open_socket_feed(spec: str, options: ListenOptions, *, max_line_bytes: int) -> QueuedFeed:
+    """The feed for a ``tcp://`` or ``unix:`` spec (see :func:`mantle_stream.feeds.open_feed`).
+
+    Bad option values raise ValueError (a programming error); a bad or refused
+    spec gives a feed that raises FeedError on entering.
+    """
+    token, max_connections = options.token, options.max_connections
+    auth_timeout, idle_timeout = options.auth_timeout, options.idle_timeout
+    send_timeout, allow_remote = options.send_timeout, options.allow_remote
     if max_connections < 1:
         raise ValueError(f"max_connections must be at least 1, not {max_connections!r}")
     for name, value in (("auth_timeout", auth_timeout), ("idle_timeout", idle_timeout),
@@ -428,14 +451,14 @@ def open_socket_feed(spec: str, *, max_line_bytes: int, token: str | None,
     if spec.startswith("unix:"):
         path = spec[len("unix:"):]
         if not path:
-            return _Invalid(spec, f"bad event source `{spec}`: expected `unix:PATH`")
+            return Invalid(spec, f"bad event source `{spec}`: expected `unix:PATH`")
         return _UnixFeed(spec, path, max_line_bytes=max_line_bytes, admission=admission)
     parsed = _parse_tcp(spec)
     if isinstance(parsed, str):
-        return _Invalid(spec, f"bad event source `{spec}`: {parsed}")
+        return Invalid(spec, f"bad event source `{spec}`: {parsed}")
     host, port = parsed
     if not allow_remote and not _is_loopback(host):
-        return _Invalid(spec, f"cannot listen on `{spec}`: `{host}` is not a loopback address "
+        return Invalid(spec, f"cannot listen on `{spec}`: `{host}` is not a loopback address "
                               f"(127.0.0.0/8, ::1, localhost), so anyone who can reach this "
                               f"machine could send events\n"
                               f"hint: to accept remote simulators, pass `--listen-remote` "

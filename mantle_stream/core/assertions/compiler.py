@@ -1,7 +1,7 @@
 """The compiler: scenario assertions → machine plans and a routing table.
 
 Third stage of the pipeline. :func:`compile_scenario` turns a validated
-:class:`~mantle_stream._scenario.Scenario` into a :class:`Plan`: for each
+:class:`~mantle_stream.core.scenario.model.Scenario` into a :class:`Plan`: for each
 assertion a machine class and its immutable plan, and one routing table
 that maps an event's payload type and key (skill id, memory name, tool name)
 to the assertion indices that can react to it. A Plan is built once per
@@ -14,10 +14,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from mantle_stream import _events as ev
-from mantle_stream._defaults import DEFAULT_REGEX_TIMEOUT
-from mantle_stream._errors import CONTROL_ESCAPES
-from mantle_stream._machines import (
+from mantle_stream.core.assertions.machines import (
     UNTOUCHED,
     FirstMatch,
     Forbidden,
@@ -31,8 +28,18 @@ from mantle_stream._machines import (
     ToolWindow,
     ToolWindowPlan,
 )
-from mantle_stream._match import BotMatcher, Matcher, MemoryMatcher, Route, ToolMatcher, matcher_for
-from mantle_stream._scenario import (
+from mantle_stream.core.assertions.match import (
+    BotMatcher,
+    Matcher,
+    MemoryMatcher,
+    Route,
+    ToolMatcher,
+    matcher_for,
+)
+from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT
+from mantle_stream.core.errors import CONTROL_ESCAPES
+from mantle_stream.core.events import model as ev
+from mantle_stream.core.scenario.model import (
     Assertion,
     BotCheck,
     LifecycleCheck,
@@ -42,7 +49,7 @@ from mantle_stream._scenario import (
     ToolExecutedCheck,
     ToolsWithinOneTurnCheck,
 )
-from mantle_stream._verdicts import Verdict
+from mantle_stream.core.verdicts import Verdict
 
 __all__ = ["BY_VALUE", "Plan", "RouteEntry", "compile_assertion", "compile_scenario"]
 
@@ -143,7 +150,7 @@ def compile_assertion(assertion: Assertion, *, regex_timeout: float = DEFAULT_RE
         return Sequence, SequencePlan(steps), {r for m in steps for r in m.routes}
     if isinstance(assertion, ToolsWithinOneTurnCheck):
         calls = [ToolMatcher(call) for call in assertion.calls]
-        routes: set[Route] = set()  # user events only after ARM (see _machines)
+        routes: set[Route] = set()  # user events only after ARM (see .machines)
         if assertion.allow_extra_calls:
             routes |= {r for m in calls for r in m.routes}
         else:

@@ -1,0 +1,3 @@
+"""Assertion kinds: what each matches and the machine that decides it."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Mantle's events: the wire structs and their decoding."""
+
+__all__: list[str] = []

@@ -1,0 +1,92 @@
+"""Where events come from: files, directories, standard input, followed files, sockets.
+
+:func:`open_feed` turns an ``--events`` spec into a
+:class:`~mantle_stream.feeds.interface.Feed`. Each source is one module and
+one row of :data:`SCHEMES` (a spec without a scheme is a path, or ``-``):
+adding a source is a module and a row. Options that only some sources read
+come in their own records (:class:`FollowOptions`, :class:`ListenOptions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import BinaryIO, NamedTuple
+
+from mantle_stream.feeds.base import Invalid
+from mantle_stream.feeds.files import FileFeed
+from mantle_stream.feeds.follow import FollowFeed, FollowOptions
+from mantle_stream.feeds.interface import Chunk, Feed, Replies
+from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
+
+__all__ = ["MAX_LINE_BYTES", "SCHEMES", "Chunk", "Feed", "FollowOptions", "ListenOptions",
+           "Replies", "open_feed"]
+
+#: The longest line a feed hands on whole; a longer one becomes a bad event.
+MAX_LINE_BYTES = 1 << 20
+_FORMS = "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
+
+
+class Options(NamedTuple):
+    """Every option record, for a source to take its own."""
+
+    max_line_bytes: int
+    follow: FollowOptions
+    listen: ListenOptions
+
+
+def _follow(spec: str, options: Options) -> Feed:
+    path = spec.removeprefix("follow:")
+    if not path:
+        return Invalid(spec, f"bad event source `{spec}`: expected `follow:PATH`")
+    return FollowFeed(spec, path, options.follow, max_line_bytes=options.max_line_bytes)
+
+
+def _listen(spec: str, options: Options) -> Feed:
+    return open_socket_feed(spec, options.listen, max_line_bytes=options.max_line_bytes)
+
+
+#: Live sources by the prefix of their spec: how to open one.
+SCHEMES: dict[str, Callable[[str, Options], Feed]] = {
+    "follow:": _follow,
+    "tcp://": _listen,
+    "unix:": _listen,
+}
+
+
+def open_feed(spec: str | Sequence[str], *, max_line_bytes: int = MAX_LINE_BYTES,
+              stdin: BinaryIO | None = None, follow: FollowOptions | None = None,
+              listen: ListenOptions | None = None) -> Feed:
+    """The feed for a ``--events`` source; nothing is opened until ``async with``.
+
+    ``spec`` is a file or directory path, ``-`` (``stdin``, default
+    ``sys.stdin.buffer``), ``follow:PATH``, ``tcp://HOST:PORT`` (port 0 picks a
+    free one; an empty HOST is ``127.0.0.1``) or ``unix:PATH``; or several file
+    and directory paths, read one after the other as one feed. A malformed
+    spec raises FeedError on entering, like every other failure to open, so
+    callers handle one place. ``follow`` and ``listen`` are read only by the
+    sources they name.
+    """
+    if max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be at least 1, not {max_line_bytes!r}")
+    if not isinstance(spec, str):
+        specs = list(spec)
+        if len(specs) != 1:
+            odd = [s for s in specs if s == "-" or ":" in s.split("/", 1)[0] or not s]
+            if odd or not specs:
+                return Invalid(", ".join(specs), "several event sources must all be files or "
+                               f"directories; `{odd[0] if odd else ''}` is not one")
+            return FileFeed(specs, None, max_line_bytes=max_line_bytes)
+        spec = specs[0]
+    if spec == "-":
+        return FileFeed(None, stdin, max_line_bytes=max_line_bytes)
+    for prefix, factory in SCHEMES.items():
+        if spec.startswith(prefix):
+            return factory(spec, Options(max_line_bytes, follow or FollowOptions(),
+                                         listen or ListenOptions()))
+    if not spec:
+        return Invalid(spec, f"bad event source: empty; expected {_FORMS}")
+    if "://" in spec:
+        scheme = spec.partition("://")[0]
+        return Invalid(spec, f"bad event source `{spec}`: unknown scheme `{scheme}`; "
+                             f"expected {_FORMS}")
+    return FileFeed([spec], None, max_line_bytes=max_line_bytes)

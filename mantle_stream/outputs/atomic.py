@@ -1,0 +1,50 @@
+"""Files written whole or not at all: write to a temporary file, then rename."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
+from mantle_stream.core.errors import FeedError
+
+__all__ = ["atomic_file", "write_atomically"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, *, durable: bool = False) -> Iterator[IO[bytes]]:
+    """Write-then-rename: a reader (or a restart) never sees half a file.
+
+    The file gets the permissions a plain ``open`` would give it (0666 less
+    the umask), not ``mkstemp``'s 0600.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_atomically(path: str, data: bytes, *, durable: bool = False) -> None:
+    with atomic_file(path, durable=durable) as fh:
+        fh.write(data)
