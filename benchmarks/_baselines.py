@@ -63,9 +63,15 @@ _parse = msgspec.json.Decoder().decode
 #: The attribute an assertion's route key is compared with, per payload kind
 #: (the same keys the compiler indexes by; None: routed by kind alone).
 _KEY_ATTR: dict[str, str | None] = {
-    kind: ("tool_name" if cls is ToolExecuted
-           else "key" if cls in (MemorySet, MemoryCleared)
-           else "skill_id" if issubclass(cls, (SkillEvent, OrderedBlockEvent)) else None)
+    kind: (
+        "tool_name"
+        if cls is ToolExecuted
+        else "key"
+        if cls in (MemorySet, MemoryCleared)
+        else "skill_id"
+        if issubclass(cls, (SkillEvent, OrderedBlockEvent))
+        else None
+    )
     for kind, cls in PAYLOAD_TYPES.items()
 }
 
@@ -273,7 +279,10 @@ class NaiveLive:
 
 def verdicts(evaluator: ms.Evaluator) -> dict[str, list[Verdict | None]]:
     """mantle_stream's results in the baselines' form (None for pending)."""
-    return {r.conversation_id: [None if a.verdict == "pending"
-                                else (a.verdict == "passed", a.decided_at, a.reason)
-                                for a in r.assertions]
-            for r in evaluator.results()}
+    return {
+        r.conversation_id: [
+            None if a.verdict == "pending" else (a.verdict == "passed", a.decided_at, a.reason)
+            for a in r.assertions
+        ]
+        for r in evaluator.results()
+    }

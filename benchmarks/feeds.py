@@ -86,6 +86,7 @@ def from_pipe(scen: ms.Scenario, data: bytes) -> Callable[[], ms.Evaluator]:
 async def _client(address: str, data: bytes) -> None:
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
     async with await anyio.connect_tcp(host, int(port)) as stream:
+
         async def replies() -> None:
             async for _ in stream:  # stop messages: read them, as a simulator would
                 pass
@@ -93,7 +94,7 @@ async def _client(address: str, data: bytes) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(replies)
             for start in range(0, len(data), 1 << 20):
-                await stream.send(data[start:start + (1 << 20)])
+                await stream.send(data[start : start + (1 << 20)])
             await stream.send_eof()
 
 
@@ -131,8 +132,10 @@ def timed(fn: Callable[[], ms.Evaluator], repeat: int, events: int) -> float:
         best = min(best, time.perf_counter() - t0)
         stats = evaluator.statistics()
         if stats.events != events or stats.open:
-            raise SystemExit(f"error: judged {stats.events:,} of {events:,} events, "
-                             f"{stats.open} conversations still open")
+            raise SystemExit(
+                f"error: judged {stats.events:,} of {events:,} events, "
+                f"{stats.open} conversations still open"
+            )
     return best
 
 
@@ -154,27 +157,35 @@ def main() -> None:
         with open(path, "wb") as fh:
             fh.write(data)
         # Interleaved repeats: a disturbance of the machine hits every path alike.
-        paths = [("in memory: push_chunk", in_memory(scen, data)),
-                 ("file: run_feed(PATH)", from_file(scen, path)),
-                 ("pipe: run_feed(\"-\"), writer thread", from_pipe(scen, data)),
-                 ("TCP loopback: open_feed + Runner", from_tcp(scen, data, n))]
+        paths = [
+            ("in memory: push_chunk", in_memory(scen, data)),
+            ("file: run_feed(PATH)", from_file(scen, path)),
+            ('pipe: run_feed("-"), writer thread', from_pipe(scen, data)),
+            ("TCP loopback: open_feed + Runner", from_tcp(scen, data, n)),
+        ]
         best = dict.fromkeys([name for name, _ in paths], float("inf"))
         for _ in range(args.repeat):
             for name, fn in paths:
                 best[name] = min(best[name], timed(fn, 1, n))
         rows = list(best.items())
 
-    print(f"feeds: {args.conversations} conversations × {args.events} events = {n:,} events, "
-          f"{len(data) / 2**20:.1f} MiB, {len(scen.assertions)} assertions")
+    print(
+        f"feeds: {args.conversations} conversations × {args.events} events = {n:,} events, "
+        f"{len(data) / 2**20:.1f} MiB, {len(scen.assertions)} assertions"
+    )
     print(f"machine: {machine()}")
     print()
-    print(f"| {'path':<38} | {'events/s':>12} | {'µs/event':>9} | {'MiB/s':>7} | "
-          f"{'× in memory':>11} |")
+    print(
+        f"| {'path':<38} | {'events/s':>12} | {'µs/event':>9} | {'MiB/s':>7} | "
+        f"{'× in memory':>11} |"
+    )
     print(f"|{'-' * 40}|{'-' * 14}|{'-' * 11}|{'-' * 9}|{'-' * 13}|")
     reference = rows[0][1]
     for name, seconds in rows:
-        print(f"| {name:<38} | {n / seconds:>12,.0f} | {seconds / n * 1e6:>9.3f} | "
-              f"{len(data) / 2**20 / seconds:>7.1f} | {seconds / reference:>11.2f} |")
+        print(
+            f"| {name:<38} | {n / seconds:>12,.0f} | {seconds / n * 1e6:>9.3f} | "
+            f"{len(data) / 2**20 / seconds:>7.1f} | {seconds / reference:>11.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -35,10 +35,22 @@ from _common import machine
 
 def line(cid: str, seq: int, metadata: str | None = None, **payload: object) -> bytes:
     """A ProtoJSON line as Mantle writes it (unset fields null)."""
-    return json.dumps({"conversation_id": cid, "timestamp": 1767261600.0 + seq,
-                       "metadata": metadata, "event_id": f"{cid}-{seq}", "sequence": seq,
-                       **payload, "user_id": None, "deployment_environment": None,
-                       "session_id": None}).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "conversation_id": cid,
+                "timestamp": 1767261600.0 + seq,
+                "metadata": metadata,
+                "event_id": f"{cid}-{seq}",
+                "sequence": seq,
+                **payload,
+                "user_id": None,
+                "deployment_environment": None,
+                "session_id": None,
+            }
+        ).encode()
+        + b"\n"
+    )
 
 
 async def client(host: str, port: int, name: str, n: int, samples: list[float]) -> None:
@@ -46,12 +58,20 @@ async def client(host: str, port: int, name: str, n: int, samples: list[float]) 
         buffer = b""
         for i in range(n):
             cid = f"{name}-{i}"
-            await stream.send(line(cid, 0, user={"text": "hi"})
-                              + line(cid, 1, skill_activated={"skill_id": "card_replace"})
-                              + line(cid, 2, memory_set={"key": "a.b", "value_json": "5"}))
+            await stream.send(
+                line(cid, 0, user={"text": "hi"})
+                + line(cid, 1, skill_activated={"skill_id": "card_replace"})
+                + line(cid, 2, memory_set={"key": "a.b", "value_json": "5"})
+            )
             start = time.perf_counter()
-            await stream.send(line(cid, 3, json.dumps({"utter_action": "utter_cannot_help"}),
-                                   bot={"text": "sorry", "data": {}}))
+            await stream.send(
+                line(
+                    cid,
+                    3,
+                    json.dumps({"utter_action": "utter_cannot_help"}),
+                    bot={"text": "sorry", "data": {}},
+                )
+            )
             while True:
                 while b"\n" not in buffer:
                     buffer += await stream.receive()
@@ -68,24 +88,37 @@ async def evil_client(host: str, port: int, done: anyio.Event) -> None:
         i = 0
         while not done.is_set():
             cid = f"evil-{i}"
-            await stream.send(line(cid, 0, bot={"text": "a" * 5000 + "!", "data": {}})
-                              + line(cid, 1, session_ended={}))
+            await stream.send(
+                line(cid, 0, bot={"text": "a" * 5000 + "!", "data": {}})
+                + line(cid, 1, session_ended={})
+            )
             i += 1
             with anyio.move_on_after(0.2):
                 await done.wait()
 
 
-async def measure(conversations: int, connections: int, evil: bool,
-                  regex_timeout: float) -> list[float]:
+async def measure(
+    conversations: int, connections: int, evil: bool, regex_timeout: float
+) -> list[float]:
     assertions: list[dict[str, object]] = [
         {"skill_activated": {"skill_id": "card_replace"}},
         {"memory_was_set": [{"name": "a.b", "value": 5}]},
         {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}},
-        {"skill_completed": {"skill_id": "card_replace"}}]
+        {"skill_completed": {"skill_id": "card_replace"}},
+    ]
     if evil:
         assertions.append({"bot_uttered": {"text_matches": "(a+)+$"}})
-    scenario = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "latency", "simulation_context": "x", "goals": {"assertions": assertions}}}))
+    scenario = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "latency",
+                    "simulation_context": "x",
+                    "goals": {"assertions": assertions},
+                }
+            }
+        )
+    )
     samples: list[float] = []
     done = anyio.Event()
 
@@ -111,29 +144,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conversations", type=int, default=2000)
     parser.add_argument("--connections", type=int, default=4)
-    parser.add_argument("--evil", action="store_true",
-                        help="a second row beside a client an evil pattern backtracks on")
-    parser.add_argument("--regex-timeout", type=float, default=DEFAULT_REGEX_TIMEOUT,
-                        help="the evaluator's limit per search (default: mantle-stream's, "
-                             f"{DEFAULT_REGEX_TIMEOUT})")
+    parser.add_argument(
+        "--evil",
+        action="store_true",
+        help="a second row beside a client an evil pattern backtracks on",
+    )
+    parser.add_argument(
+        "--regex-timeout",
+        type=float,
+        default=DEFAULT_REGEX_TIMEOUT,
+        help="the evaluator's limit per search (default: mantle-stream's, "
+        f"{DEFAULT_REGEX_TIMEOUT})",
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.connections, args.evil = 40, 2, True
-    print(f"latency: {args.conversations} conversations over {args.connections} loopback TCP "
-          "connections, deciding event written → stop message read; "
-          f"regex timeout {args.regex_timeout} s")
+    print(
+        f"latency: {args.conversations} conversations over {args.connections} loopback TCP "
+        "connections, deciding event written → stop message read; "
+        f"regex timeout {args.regex_timeout} s"
+    )
     print(f"machine: {machine()}")
     print()
     print(f"| {'beside':<26} | {'median':>10} | {'p99':>10} | {'max':>10} |")
     print(f"|{'-' * 28}|{'-' * 12}|{'-' * 12}|{'-' * 12}|")
     for evil in (False, True) if args.evil else (False,):
-        samples = sorted(anyio.run(measure, args.conversations, args.connections, evil,
-                                   args.regex_timeout))
+        samples = sorted(
+            anyio.run(measure, args.conversations, args.connections, evil, args.regex_timeout)
+        )
         p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
         label = "an evil-pattern client" if evil else "nothing"
-        print(f"| {label:<26} | {statistics.median(samples) * 1e3:>7.3f} ms | "
-              f"{p99 * 1e3:>7.3f} ms | {samples[-1] * 1e3:>7.3f} ms |")
+        print(
+            f"| {label:<26} | {statistics.median(samples) * 1e3:>7.3f} ms | "
+            f"{p99 * 1e3:>7.3f} ms | {samples[-1] * 1e3:>7.3f} ms |"
+        )
 
 
 if __name__ == "__main__":

@@ -55,9 +55,11 @@ from _baselines import PostHoc
 from _common import SKIPPED_SHARE, _payload, machine, scenario, scenario_assertions
 
 CHUNK = 64 * 1024
-_LINE = (b'{"conversation_id":"%s","timestamp":1767261600.25,"metadata":%s,'
-         b'"sequence":%d,"event_id":"%s-%d",%s,"user_id":null,"deployment_environment":null,'
-         b'"session_id":null}\n')
+_LINE = (
+    b'{"conversation_id":"%s","timestamp":1767261600.25,"metadata":%s,'
+    b'"sequence":%d,"event_id":"%s-%d",%s,"user_id":null,"deployment_environment":null,'
+    b'"session_id":null}\n'
+)
 
 
 def payload_pool(size: int = 4096, seed: int = 3) -> list[tuple[bytes, bytes]]:
@@ -67,13 +69,22 @@ def payload_pool(size: int = 4096, seed: int = 3) -> list[tuple[bytes, bytes]]:
     pool = []
     for _ in range(size):
         payload, metadata = _payload(rng, SKIPPED_SHARE, 0.0)
-        pool.append((json.dumps(metadata).encode(),
-                     json.dumps(payload, separators=(",", ":"))[1:-1].encode()))
+        pool.append(
+            (
+                json.dumps(metadata).encode(),
+                json.dumps(payload, separators=(",", ":"))[1:-1].encode(),
+            )
+        )
     return pool
 
 
-def lazy_feed(conversations: int, events: int, pool: list[tuple[bytes, bytes]],
-              seed: int = 5, end: bool = False) -> Iterator[bytes]:
+def lazy_feed(
+    conversations: int,
+    events: int,
+    pool: list[tuple[bytes, bytes]],
+    seed: int = 5,
+    end: bool = False,
+) -> Iterator[bytes]:
     """Chunks of ``conversations`` × ``events`` lines; with ``end``, the last
     event of each conversation is ``session_ended``, otherwise none ends.
 
@@ -106,9 +117,21 @@ def _mallinfo() -> Callable[[], int] | None:
     """Bytes the C allocator has handed out and not had back (glibc only)."""
 
     class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-            "uordblks", "fordblks", "keepcost")]
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
 
     try:
         call = ctypes.CDLL(None).mallinfo2
@@ -136,8 +159,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     scen = scenario(scenario_assertions() * (many // 30 - 1)) if many else scenario()
     pool = payload_pool()
     keep = spec.get("keep")
-    make: Callable[[], Any] = {"mantle_stream": lambda: ms.Evaluator([scen], keep_finished=keep),
-                               "PostHoc": lambda: PostHoc(scen)}[spec["engine"]]
+    make: Callable[[], Any] = {
+        "mantle_stream": lambda: ms.Evaluator([scen], keep_finished=keep),
+        "PostHoc": lambda: PostHoc(scen),
+    }[spec["engine"]]
     # Warm up first: caches filled on first use (decoders, interned names,
     # compiled patterns) are not state of the conversations measured.
     warm = make()
@@ -174,8 +199,13 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         stats = target.statistics()
         assert stats.open == (0 if ended else spec["conversations"]), stats
         assert stats.events == spec["conversations"] * spec["events"], stats
-    return {"rss_before": rss_before, "rss_peak": _max_rss(), "state": after - before,
-            "seconds": elapsed, "garbage": garbage}
+    return {
+        "rss_before": rss_before,
+        "rss_peak": _max_rss(),
+        "state": after - before,
+        "seconds": elapsed,
+        "garbage": garbage,
+    }
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -186,8 +216,13 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         env["GLIBC_TUNABLES"] = "glibc.malloc.tcache_count=0"
     else:
         env.pop("PYTHONMALLOC", None)
-    done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                          env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         raise SystemExit(f"error: child {spec} failed:\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -200,25 +235,58 @@ def _mib(n: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--long", type=int, nargs="+", default=[1_000, 100_000, 1_000_000],
-                        help="lengths of the one long conversation")
-    parser.add_argument("--open", type=int, nargs="+", default=[1_000, 10_000, 100_000],
-                        help="numbers of open conversations")
-    parser.add_argument("--finished", type=int, default=100_000,
-                        help="finished conversations, kept all or only the last --keep")
-    parser.add_argument("--keep", type=int, default=1_000,
-                        help="--keep-finished of the bounded finished row")
-    parser.add_argument("--assertions", type=int, default=10_000,
-                        help="assertions of the big scenario's row")
-    parser.add_argument("--big-conversations", type=int, default=200,
-                        help="finished conversations (20 events each) of the big scenario's row")
+    parser.add_argument(
+        "--long",
+        type=int,
+        nargs="+",
+        default=[1_000, 100_000, 1_000_000],
+        help="lengths of the one long conversation",
+    )
+    parser.add_argument(
+        "--open",
+        type=int,
+        nargs="+",
+        default=[1_000, 10_000, 100_000],
+        help="numbers of open conversations",
+    )
+    parser.add_argument(
+        "--finished",
+        type=int,
+        default=100_000,
+        help="finished conversations, kept all or only the last --keep",
+    )
+    parser.add_argument(
+        "--keep", type=int, default=1_000, help="--keep-finished of the bounded finished row"
+    )
+    parser.add_argument(
+        "--assertions", type=int, default=10_000, help="assertions of the big scenario's row"
+    )
+    parser.add_argument(
+        "--big-conversations",
+        type=int,
+        default=200,
+        help="finished conversations (20 events each) of the big scenario's row",
+    )
     parser.add_argument("--few", type=int, default=4, help="events per open conversation")
-    parser.add_argument("--posthoc", type=int, nargs="+", default=[1_000, 100_000],
-                        help="lengths of the long conversation held by PostHoc")
-    parser.add_argument("--traced-max", type=int, default=20_000,
-                        help="most events fed to a row measured with tracemalloc")
-    parser.add_argument("--jobs", type=int, default=2,
-                        help="measuring processes at once (each measures only itself)")
+    parser.add_argument(
+        "--posthoc",
+        type=int,
+        nargs="+",
+        default=[1_000, 100_000],
+        help="lengths of the long conversation held by PostHoc",
+    )
+    parser.add_argument(
+        "--traced-max",
+        type=int,
+        default=20_000,
+        help="most events fed to a row measured with tracemalloc",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="measuring processes at once (each measures only itself)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -233,17 +301,35 @@ def main() -> None:
     # (engine, conversations, events, extra spec keys, label)
     rows: list[tuple[str, int, int, dict[str, Any], str]] = (
         [("mantle_stream", 1, n, {}, f"1 conversation × {n:,} events") for n in args.long]
-        + [("mantle_stream", c, args.few, {}, f"{c:,} open conversations × {args.few} events")
-           for c in args.open]
-        + [("mantle_stream", args.finished, args.few, {"ended": True},
-            f"{args.finished:,} finished, all kept"),
-           ("mantle_stream", args.finished, args.few, {"keep": args.keep},
-            f"{args.finished:,} finished, last {args.keep:,} kept"),
-           ("mantle_stream", args.big_conversations, 20,
-            {"ended": True, "assertions": args.assertions},
-            f"{args.big_conversations:,} finished × {args.assertions:,} assertions")]
-        + [("PostHoc", 1, n, {}, f"PostHoc: 1 conversation × {n:,} events")
-           for n in args.posthoc])
+        + [
+            ("mantle_stream", c, args.few, {}, f"{c:,} open conversations × {args.few} events")
+            for c in args.open
+        ]
+        + [
+            (
+                "mantle_stream",
+                args.finished,
+                args.few,
+                {"ended": True},
+                f"{args.finished:,} finished, all kept",
+            ),
+            (
+                "mantle_stream",
+                args.finished,
+                args.few,
+                {"keep": args.keep},
+                f"{args.finished:,} finished, last {args.keep:,} kept",
+            ),
+            (
+                "mantle_stream",
+                args.big_conversations,
+                20,
+                {"ended": True, "assertions": args.assertions},
+                f"{args.big_conversations:,} finished × {args.assertions:,} assertions",
+            ),
+        ]
+        + [("PostHoc", 1, n, {}, f"PostHoc: 1 conversation × {n:,} events") for n in args.posthoc]
+    )
     has_malloc = _mallinfo() is not None
     specs: list[dict[str, Any]] = []
     for engine, conversations, events, extra, _ in rows:
@@ -258,17 +344,31 @@ def main() -> None:
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         done = dict(zip(map(json.dumps, specs), pool.map(run_child, specs), strict=True))
 
-    def got(engine: str, conversations: int, events: int, extra: dict[str, Any],
-            mode: str) -> dict[str, Any] | None:
-        return done.get(json.dumps({"engine": engine, "conversations": conversations,
-                                    "events": events, **extra, "mode": mode}))
+    def got(
+        engine: str, conversations: int, events: int, extra: dict[str, Any], mode: str
+    ) -> dict[str, Any] | None:
+        return done.get(
+            json.dumps(
+                {
+                    "engine": engine,
+                    "conversations": conversations,
+                    "events": events,
+                    **extra,
+                    "mode": mode,
+                }
+            )
+        )
 
-    print(f"memory: {len(scenario().assertions)} assertions, conversations left open unless "
-          "finished, feed generated lazily in 64 KiB chunks; one fresh process per figure")
+    print(
+        f"memory: {len(scenario().assertions)} assertions, conversations left open unless "
+        "finished, feed generated lazily in 64 KiB chunks; one fresh process per figure"
+    )
     print(f"machine: {machine()}")
     print()
-    print(f"| {'case':<42} | {'peak RSS MiB':>12} | {'RSS growth MiB':>14} | "
-          f"{'state B/conv (tracemalloc)':>26} | {'state B/conv (malloc)':>21} |")
+    print(
+        f"| {'case':<42} | {'peak RSS MiB':>12} | {'RSS growth MiB':>14} | "
+        f"{'state B/conv (tracemalloc)':>26} | {'state B/conv (malloc)':>21} |"
+    )
     print(f"|{'-' * 44}|{'-' * 14}|{'-' * 16}|{'-' * 28}|{'-' * 23}|")
     for engine, conversations, events, extra, label in rows:
         rss = got(engine, conversations, events, extra, "rss")
@@ -277,12 +377,16 @@ def main() -> None:
         assert rss is not None
         t = "—" if traced is None else f"{traced['state'] / conversations:,.0f}"
         h = "—" if heap is None else f"{heap['state'] / conversations:,.0f}"
-        print(f"| {label:<42} | {_mib(rss['rss_peak']):>12} | "
-              f"{_mib(rss['rss_peak'] - rss['rss_before']):>14} | {t:>26} | {h:>21} |")
+        print(
+            f"| {label:<42} | {_mib(rss['rss_peak']):>12} | "
+            f"{_mib(rss['rss_peak'] - rss['rss_before']):>14} | {t:>26} | {h:>21} |"
+        )
     most = max(r["garbage"] for r in done.values())
     print()
-    print(f"(automatic garbage collection off while feeding; the collection after it found "
-          f"at most {most:,} unreachable objects in any run)")
+    print(
+        f"(automatic garbage collection off while feeding; the collection after it found "
+        f"at most {most:,} unreachable objects in any run)"
+    )
     if not has_malloc:
         print("(no glibc mallinfo2 here: the malloc column needs Linux with glibc ≥ 2.33)")
 

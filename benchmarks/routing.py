@@ -23,10 +23,20 @@ import mantle_stream as ms
 
 from _common import best_after, best_of, chunks, feed, machine, scenario
 
-SKILL_KINDS = ["skill_activated", "skill_completed", "skill_cancelled", "skill_interrupted",
-               "skill_resumed"]
-BLOCK_KINDS = ["ordered_block_entered", "ordered_block_completed", "ordered_block_cancelled",
-               "ordered_block_interrupted", "ordered_block_resumed"]
+SKILL_KINDS = [
+    "skill_activated",
+    "skill_completed",
+    "skill_cancelled",
+    "skill_interrupted",
+    "skill_resumed",
+]
+BLOCK_KINDS = [
+    "ordered_block_entered",
+    "ordered_block_completed",
+    "ordered_block_cancelled",
+    "ordered_block_interrupted",
+    "ordered_block_resumed",
+]
 
 
 def unused_assertion(i: int) -> dict[str, Any]:
@@ -46,9 +56,13 @@ def unused_assertion(i: int) -> dict[str, Any]:
         {"memory_was_cleared": [{"name": key}]},
         {"bot_uttered": {"utter_name": f"utter_unused_{i}"}},
         {"bot_did_not_utter": {"utter_name": f"utter_unused_{i}"}},
-        {"sequencing": [{"skill_activated": {"skill_id": skill}},
-                        {"memory_was_set": key},
-                        {"tool_executed": {"tool_name": tool, "source": "local"}}]},
+        {
+            "sequencing": [
+                {"skill_activated": {"skill_id": skill}},
+                {"memory_was_set": key},
+                {"tool_executed": {"tool_name": tool, "source": "local"}},
+            ]
+        },
     ]
     return others[which - kinds]
 
@@ -79,9 +93,14 @@ def split_first(data: bytes) -> tuple[list[bytes], list[bytes]]:
 
 def lifecycle(scen: ms.Scenario, count: int, repeat: int) -> tuple[float, float]:
     """µs to open a conversation, and to end it with every assertion still pending."""
+
     def lines(payload: str, seq: int) -> list[bytes]:
-        return chunks(b"".join(b'{"conversation_id":"c-%d","sequence":%d,%s}\n'
-                               % (i, seq, payload.encode()) for i in range(count)))
+        return chunks(
+            b"".join(
+                b'{"conversation_id":"c-%d","sequence":%d,%s}\n' % (i, seq, payload.encode())
+                for i in range(count)
+            )
+        )
 
     opens, ends = lines('"session_started":{}', 0), lines('"session_ended":{}', 1)
     best_open = best_end = float("inf")
@@ -112,8 +131,10 @@ def main() -> None:
     base = scenario()
     loaded = scenario(unused_assertions(args.extra))
     # Same number of events, conversations ten times as long.
-    feeds = [(args.conversations, args.events),
-             (max(1, args.conversations // 10), args.events * 10)]
+    feeds = [
+        (args.conversations, args.events),
+        (max(1, args.conversations // 10), args.events * 10),
+    ]
 
     results = []
     for conversations, events in feeds:
@@ -124,8 +145,14 @@ def main() -> None:
         for _ in range(args.repeat):
             plain = min(plain, best_of(partial(judge, base, parts), 1))
             loaded_s = min(loaded_s, best_of(partial(judge, loaded, parts), 1))
-        results.append((f"{conversations:,} convs × {events:,} events",
-                        conversations * events, plain, loaded_s))
+        results.append(
+            (
+                f"{conversations:,} convs × {events:,} events",
+                conversations * events,
+                plain,
+                loaded_s,
+            )
+        )
     # The per-event cost alone: conversations are opened before the clock starts
     # and never ended, so their one-off costs (above) are left out.
     conversations, events = feeds[0]
@@ -134,33 +161,39 @@ def main() -> None:
     for _ in range(args.repeat):
         plain = min(plain, best_after(base, opening, middle, 1))
         loaded_s = min(loaded_s, best_after(loaded, opening, middle, 1))
-    results.append(("  same, events between ends", conversations * (events - 2), plain,
-                    loaded_s))
+    results.append(("  same, events between ends", conversations * (events - 2), plain, loaded_s))
     short = 200 if args.quick else 500
     per_conv = [lifecycle(s, short, args.repeat) for s in (base, loaded)]
 
-    print(f"routing: {len(base.assertions)} assertions vs {len(loaded.assertions)} "
-          f"({args.extra:,} about skills, blocks, tools, memory keys and responses "
-          "the feed never mentions)")
+    print(
+        f"routing: {len(base.assertions)} assertions vs {len(loaded.assertions)} "
+        f"({args.extra:,} about skills, blocks, tools, memory keys and responses "
+        "the feed never mentions)"
+    )
     print(f"machine: {machine()}")
     print()
-    print(f"| {'feed':<28} | {'assertions':>10} | {'events/s':>12} | {'µs/event':>9} | "
-          f"{'cost':>7} |")
+    print(
+        f"| {'feed':<28} | {'assertions':>10} | {'events/s':>12} | {'µs/event':>9} | {'cost':>7} |"
+    )
     print(f"|{'-' * 30}|{'-' * 12}|{'-' * 14}|{'-' * 11}|{'-' * 9}|")
     for what, n, plain, loaded_s in results:
-        for count, seconds in ((len(base.assertions), plain),
-                               (len(loaded.assertions), loaded_s)):
+        for count, seconds in ((len(base.assertions), plain), (len(loaded.assertions), loaded_s)):
             cost = "—" if seconds is plain else f"{(seconds / plain - 1) * 100:+.0f}%"
-            print(f"| {what:<28} | {count:>10,} | {n / seconds:>12,.0f} | "
-                  f"{seconds / n * 1e6:>9.3f} | {cost:>7} |")
+            print(
+                f"| {what:<28} | {count:>10,} | {n / seconds:>12,.0f} | "
+                f"{seconds / n * 1e6:>9.3f} | {cost:>7} |"
+            )
     print()
     print(f"per conversation ({short:,} conversations of just session_started, session_ended)")
     print()
-    print(f"| {'µs per conversation':<44} | {len(base.assertions):>14,} | "
-          f"{len(loaded.assertions):>14,} |")
+    print(
+        f"| {'µs per conversation':<44} | {len(base.assertions):>14,} | "
+        f"{len(loaded.assertions):>14,} |"
+    )
     print(f"|{'-' * 46}|{'-' * 16}|{'-' * 16}|")
-    for i, what in enumerate(("open: create one machine per assertion",
-                              "end: finish() + verdict for every pending")):
+    for i, what in enumerate(
+        ("open: create one machine per assertion", "end: finish() + verdict for every pending")
+    ):
         print(f"| {what:<44} | {per_conv[0][i]:>14,.1f} | {per_conv[1][i]:>14,.1f} |")
 
 

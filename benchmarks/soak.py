@@ -77,8 +77,9 @@ LINGER = 1.0
 # --------------------------------------------------------------------------
 
 
-def perturb(lines: list[bytes], rng: random.Random, dup_rate: float, swap_rate: float,
-            distance: int = 3) -> tuple[list[bytes], int, int]:
+def perturb(
+    lines: list[bytes], rng: random.Random, dup_rate: float, swap_rate: float, distance: int = 3
+) -> tuple[list[bytes], int, int]:
     """One conversation's lines with local swaps and repeated lines: (lines, swaps, dups)."""
     lines = list(lines)
     swaps = 0
@@ -193,11 +194,21 @@ def _vm(pid: int, key: str) -> int:
 class Server:
     """``mantle-stream check`` listening on a free loopback port; peak RSS watched."""
 
-    def __init__(self, scenario_path: Path, reorder_window: int,
-                 argv: list[str] | None = None) -> None:
+    def __init__(
+        self, scenario_path: Path, reorder_window: int, argv: list[str] | None = None
+    ) -> None:
         if argv is None:
-            argv = [*command(), "check", str(scenario_path), "--events", "tcp://127.0.0.1:0",
-                    "--format", "json", "--linger", str(LINGER)]
+            argv = [
+                *command(),
+                "check",
+                str(scenario_path),
+                "--events",
+                "tcp://127.0.0.1:0",
+                "--format",
+                "json",
+                "--linger",
+                str(LINGER),
+            ]
             if reorder_window:
                 argv += ["--reorder-window", str(reorder_window)]
         self.argv = argv
@@ -210,9 +221,11 @@ class Server:
         self._listening = threading.Event()
         self.address: tuple[str, int] | None = None
         self._done = threading.Event()
-        threads = [threading.Thread(target=self._read_stderr, daemon=True),
-                   threading.Thread(target=self._read_stdout, daemon=True),
-                   threading.Thread(target=self._watch_rss, daemon=True)]
+        threads = [
+            threading.Thread(target=self._read_stderr, daemon=True),
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._watch_rss, daemon=True),
+        ]
         for t in threads:
             t.start()
         self._threads = threads
@@ -275,11 +288,15 @@ def start_server(scenario_path: Path, reorder_window: int) -> tuple[Server, tupl
     server.wait(10)
     text = "\n".join(server.stderr)
     if reorder_window and "--reorder-window" in text and "unrecognized" in text:
-        print("soak: warning: this mantle-stream has no --reorder-window yet; running without",
-              file=sys.stderr)
+        print(
+            "soak: warning: this mantle-stream has no --reorder-window yet; running without",
+            file=sys.stderr,
+        )
         return start_server(scenario_path, 0)
-    print(f"soak: error: mantle-stream did not start listening (exit {server.returncode}):\n"
-          f"{text}", file=sys.stderr)
+    print(
+        f"soak: error: mantle-stream did not start listening (exit {server.returncode}):\n{text}",
+        file=sys.stderr,
+    )
     raise SystemExit(2)
 
 
@@ -386,8 +403,9 @@ def compare(report: dict[str, Any], offline: ms.Evaluator) -> Comparison:
                 out.by_kind[a.kind] += 1
                 if len(out.examples) < 5:
                     verdict = None if mine is None else mine.get("verdict")
-                    out.examples.append(f"{cid} #{a.index} {a.kind}: {verdict}, offline "
-                                        f"{a.verdict} ({a.reason})")
+                    out.examples.append(
+                        f"{cid} #{a.index} {a.kind}: {verdict}, offline {a.verdict} ({a.reason})"
+                    )
             elif (mine.get("decided_at"), mine.get("reason")) != (a.decided_at, a.reason):
                 out.detail_mismatches += 1
     out.extra = len(got)
@@ -427,12 +445,15 @@ def probe(address: tuple[str, int], done: Any, out: Any) -> None:
         while not done.is_set():
             cid = f"probe-{n}".encode()
             started = time.perf_counter()
-            sock.sendall(b'{"conversation_id":"%s","sequence":0,"metadata":%s,'
-                         b'"bot":{"text":"probe","data":null}}\n' % (cid, meta))
+            sock.sendall(
+                b'{"conversation_id":"%s","sequence":0,"metadata":%s,'
+                b'"bot":{"text":"probe","data":null}}\n' % (cid, meta)
+            )
             reader.readline()
             waits.append(time.perf_counter() - started)
-            sock.sendall(b'{"conversation_id":"%s","sequence":1,"metadata":null,'
-                         b'"session_ended":{}}\n' % cid)
+            sock.sendall(
+                b'{"conversation_id":"%s","sequence":1,"metadata":null,"session_ended":{}}\n' % cid
+            )
             n += 1
             done.wait(PROBE_EVERY)
         sock.close()
@@ -447,9 +468,17 @@ def long_lived(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mantle-soak-") as tmp:
         workdir = Path(tmp)
         scenario_path = workdir / "soak.yml"
-        scenario_path.write_text(json.dumps({"scenario": {
-            "name": "soak", "simulation_context": "soak",
-            "goals": {"assertions": LONG_LIVED_ASSERTIONS}}}))
+        scenario_path.write_text(
+            json.dumps(
+                {
+                    "scenario": {
+                        "name": "soak",
+                        "simulation_context": "soak",
+                        "goals": {"assertions": LONG_LIVED_ASSERTIONS},
+                    }
+                }
+            )
+        )
         scen = ms.load_scenario_file(scenario_path)
         # Conversations are drawn from templates (their id substituted), each
         # judged once offline: the expected verdicts of conversation i are
@@ -467,20 +496,38 @@ def long_lived(args: argparse.Namespace) -> int:
             templates.append(b"\n".join(lines) + b"\n")
         jsonl = workdir / "verdicts.jsonl"
         state = workdir / "state.json"
-        argv = [*command(), "check", str(scenario_path), "--events", "tcp://127.0.0.1:0",
-                "--format", "json", "--linger", str(LINGER), "--jsonl", str(jsonl),
-                "--state", str(state), "--state-interval", str(args.state_interval)]
-        print(f"soak --long-lived: {total:,} conversations × {args.per_conversation} events "
-              f"over {args.connections} connections ({args.templates:,} templates judged "
-              f"offline), {len(LONG_LIVED_ASSERTIONS)} assertions")
+        argv = [
+            *command(),
+            "check",
+            str(scenario_path),
+            "--events",
+            "tcp://127.0.0.1:0",
+            "--format",
+            "json",
+            "--linger",
+            str(LINGER),
+            "--jsonl",
+            str(jsonl),
+            "--state",
+            str(state),
+            "--state-interval",
+            str(args.state_interval),
+        ]
+        print(
+            f"soak --long-lived: {total:,} conversations × {args.per_conversation} events "
+            f"over {args.connections} connections ({args.templates:,} templates judged "
+            f"offline), {len(LONG_LIVED_ASSERTIONS)} assertions"
+        )
         print(f"  machine: {machine()}")
         print(f"  engine: {' '.join(argv[1:])}")
         server = Server(scenario_path, 0, argv=argv)
         address = server.wait_listening(30)
         if address is None:
             server.wait(10)
-            print("soak: error: mantle-stream did not start listening:\n"
-                  + "\n".join(server.stderr), file=sys.stderr)
+            print(
+                "soak: error: mantle-stream did not start listening:\n" + "\n".join(server.stderr),
+                file=sys.stderr,
+            )
             return 2
         sent = [0] * args.connections  # conversations fully sent, per connection
         errors: list[str] = []
@@ -497,8 +544,9 @@ def long_lived(args: argparse.Namespace) -> int:
             try:
                 batch: list[bytes] = []
                 for i in range(c, total, args.connections):
-                    batch.append(templates[i % args.templates].replace(
-                        b"@CID@", f"conv-{i}".encode()))
+                    batch.append(
+                        templates[i % args.templates].replace(b"@CID@", f"conv-{i}".encode())
+                    )
                     if len(batch) == 64:
                         sock.sendall(b"".join(batch))
                         sent[c] += len(batch)
@@ -530,12 +578,12 @@ def long_lived(args: argparse.Namespace) -> int:
         context = multiprocessing.get_context("fork")
         probe_done = context.Event()
         results, probe_out = context.Pipe(duplex=False)
-        prober = context.Process(target=probe, args=(address, probe_done, probe_out),
-                                 daemon=True)
+        prober = context.Process(target=probe, args=(address, probe_done, probe_out), daemon=True)
         prober.start()
         helpers = [threading.Thread(target=watch, daemon=True)]
-        clients = [threading.Thread(target=client, args=(c,), daemon=True)
-                   for c in range(args.connections)]
+        clients = [
+            threading.Thread(target=client, args=(c,), daemon=True) for c in range(args.connections)
+        ]
         started = time.perf_counter()
         try:
             for t in helpers + clients:
@@ -557,19 +605,23 @@ def long_lived(args: argparse.Namespace) -> int:
             done.set()
             probe_done.set()
             server.kill()
-        print(f"  {sum(sent):,} conversations ({sum(sent) * args.per_conversation:,} events) "
-              f"consumed in {consumed:.1f} s: {sum(sent) / consumed:,.0f} conversations/s; "
-              f"exit status {code}")
+        print(
+            f"  {sum(sent):,} conversations ({sum(sent) * args.per_conversation:,} events) "
+            f"consumed in {consumed:.1f} s: {sum(sent) / consumed:,.0f} conversations/s; "
+            f"exit status {code}"
+        )
         for m in milestones:
             if m in rss:
                 print(f"  RSS after {m:>9,} conversations sent: {rss[m] / 1024:7.1f} MiB")
         print(f"  peak RSS {server.ru_maxrss_kib / 1024:,.1f} MiB (wait4 ru_maxrss)")
         if waits:
             waits.sort()
-            print(f"  probe (event loop busy elsewhere), {len(waits):,} probes with a checkpoint "
-                  f"every {args.state_interval:g} s: median {statistics.median(waits) * 1e3:.2f}"
-                  f" ms, p99 {waits[int(len(waits) * 0.99)] * 1e3:.2f} ms, worst "
-                  f"{waits[-1] * 1e3:.1f} ms")
+            print(
+                f"  probe (event loop busy elsewhere), {len(waits):,} probes with a checkpoint "
+                f"every {args.state_interval:g} s: median {statistics.median(waits) * 1e3:.2f}"
+                f" ms, p99 {waits[int(len(waits) * 0.99)] * 1e3:.2f} ms, worst "
+                f"{waits[-1] * 1e3:.1f} ms"
+            )
         for line in errors[:5]:
             print(f"  error: {line}")
         for line in [s for s in server.stderr if not LISTENING.search(s)][:10]:
@@ -591,17 +643,23 @@ def long_lived(args: argparse.Namespace) -> int:
                 if record["verdict"] != want:
                     mismatches += 1
                     if len(examples) < 5:
-                        examples.append(f"{cid} #{record['index']}: {record['verdict']}, "
-                                        f"offline {want}")
+                        examples.append(
+                            f"{cid} #{record['index']}: {record['verdict']}, offline {want}"
+                        )
         incomplete = sum(1 for n in seen if n != len(LONG_LIVED_ASSERTIONS))
-        print(f"  JSONL: {mismatches:,} verdicts differ from the offline ones; {incomplete:,} "
-              f"conversations without exactly {len(LONG_LIVED_ASSERTIONS)} verdicts; "
-              f"{other:,} probe verdicts")
+        print(
+            f"  JSONL: {mismatches:,} verdicts differ from the offline ones; {incomplete:,} "
+            f"conversations without exactly {len(LONG_LIVED_ASSERTIONS)} verdicts; "
+            f"{other:,} probe verdicts"
+        )
         for line in examples:
             print(f"    e.g. {line}")
         ok = not (mismatches or incomplete or errors or code not in (0, 1))
-        print("soak: OK: every verdict in the JSONL equals the offline result" if ok
-              else "soak: MISMATCH")
+        print(
+            "soak: OK: every verdict in the JSONL equals the offline result"
+            if ok
+            else "soak: MISMATCH"
+        )
         return 0 if ok else 1
 
 
@@ -615,25 +673,50 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="clean events in all")
     parser.add_argument("--quick", action="store_true", help="~20,000 events: a smoke run")
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--per-conversation", type=int, default=None,
-                        help="events per conversation (default: 100; 8 with --long-lived)")
-    parser.add_argument("--interleave", type=int, default=4,
-                        help="conversations running at once on one connection (default: 4)")
+    parser.add_argument(
+        "--per-conversation",
+        type=int,
+        default=None,
+        help="events per conversation (default: 100; 8 with --long-lived)",
+    )
+    parser.add_argument(
+        "--interleave",
+        type=int,
+        default=4,
+        help="conversations running at once on one connection (default: 4)",
+    )
     parser.add_argument("--dup-rate", type=float, default=0.02)
     parser.add_argument("--swap-rate", type=float, default=0.02)
-    parser.add_argument("--reorder-window", type=int, default=8,
-                        help="passed to mantle-stream (0: not passed)")
+    parser.add_argument(
+        "--reorder-window", type=int, default=8, help="passed to mantle-stream (0: not passed)"
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--timeout", type=float, default=900,
-                        help="seconds before the subprocess is killed")
-    parser.add_argument("--long-lived", action="store_true",
-                        help="--conversations through one listener with --state and --jsonl")
-    parser.add_argument("--conversations", type=int, default=1_000_000,
-                        help="with --long-lived (default: 1,000,000; 20,000 with --quick)")
-    parser.add_argument("--templates", type=int, default=1000,
-                        help="with --long-lived: distinct conversations, each judged offline")
-    parser.add_argument("--state-interval", type=float, default=1.0,
-                        help="with --long-lived: seconds between checkpoints")
+    parser.add_argument(
+        "--timeout", type=float, default=900, help="seconds before the subprocess is killed"
+    )
+    parser.add_argument(
+        "--long-lived",
+        action="store_true",
+        help="--conversations through one listener with --state and --jsonl",
+    )
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        default=1_000_000,
+        help="with --long-lived (default: 1,000,000; 20,000 with --quick)",
+    )
+    parser.add_argument(
+        "--templates",
+        type=int,
+        default=1000,
+        help="with --long-lived: distinct conversations, each judged offline",
+    )
+    parser.add_argument(
+        "--state-interval",
+        type=float,
+        default=1.0,
+        help="with --long-lived: seconds between checkpoints",
+    )
     args = parser.parse_args()
     if args.per_conversation is None:
         args.per_conversation = 8 if args.long_lived else 100
@@ -647,20 +730,29 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mantle-soak-") as tmp:
         workdir = Path(tmp)
         scenario_path = workdir / "bench.yml"
-        body = {"scenario": {"name": "bench", "simulation_context": "soak",
-                             "goals": {"assertions": scenario_assertions()}}}
+        body = {
+            "scenario": {
+                "name": "bench",
+                "simulation_context": "soak",
+                "goals": {"assertions": scenario_assertions()},
+            }
+        }
         scenario_path.write_text(json.dumps(body, indent=1))  # JSON is YAML
         offline = ms.Evaluator([ms.load_scenario_file(scenario_path)])
 
         t0 = time.perf_counter()
         feed = generate(args, workdir, offline)
         generated = time.perf_counter() - t0
-        print(f"soak: {feed.events:,} events ({feed.conversations:,} conversations x "
-              f"{args.per_conversation}) over {args.connections} connections, "
-              f"{args.interleave} conversations at once on each")
-        print(f"  injected: {feed.dups:,} duplicate lines ({feed.dups / feed.events:.1%}), "
-              f"{feed.swaps:,} swapped pairs ({feed.swaps / feed.events:.1%}); "
-              f"{feed.lines:,} lines, {feed.bytes / 1e6:,.1f} MB")
+        print(
+            f"soak: {feed.events:,} events ({feed.conversations:,} conversations x "
+            f"{args.per_conversation}) over {args.connections} connections, "
+            f"{args.interleave} conversations at once on each"
+        )
+        print(
+            f"  injected: {feed.dups:,} duplicate lines ({feed.dups / feed.events:.1%}), "
+            f"{feed.swaps:,} swapped pairs ({feed.swaps / feed.events:.1%}); "
+            f"{feed.lines:,} lines, {feed.bytes / 1e6:,.1f} MB"
+        )
         print(f"  generated in {generated:.1f} s (offline verdicts included)")
         print(f"  machine: {machine()}")
 
@@ -669,8 +761,9 @@ def main() -> int:
         print(f"  listening on {address[0]}:{address[1]} (pid {server.proc.pid})")
         conns = [Connection(path) for path in feed.files]
         go = threading.Event()
-        senders = [threading.Thread(target=send_one, args=(address, c, go), daemon=True)
-                   for c in conns]
+        senders = [
+            threading.Thread(target=send_one, args=(address, c, go), daemon=True) for c in conns
+        ]
         try:
             for t in senders:
                 t.start()
@@ -690,15 +783,23 @@ def main() -> int:
         replies: Counter[str] = Counter()
         for c in conns:
             replies.update(c.replies)
-        print(f"  sent {feed.lines:,} lines in {sent:.1f} s; the engine consumed them in "
-              f"{consumed:.1f} s: {feed.lines / consumed:,.0f} lines/s, "
-              f"{feed.events / consumed:,.0f} events/s")
-        print(f"  run ended {ended - started:.1f} s after the first byte (linger {LINGER:g} s, "
-              f"then the report: {len(server.stdout) / 1e6:,.1f} MB); exit status {code}")
-        print(f"  peak RSS of mantle-stream: {server.vm_hwm_kib / 1024:,.1f} MiB (VmHWM polled), "
-              f"{server.ru_maxrss_kib / 1024:,.1f} MiB (wait4 ru_maxrss)")
-        print(f"  replies on the sockets: "
-              f"{', '.join(f'{n:,} {k}' for k, n in sorted(replies.items())) or 'none'}")
+        print(
+            f"  sent {feed.lines:,} lines in {sent:.1f} s; the engine consumed them in "
+            f"{consumed:.1f} s: {feed.lines / consumed:,.0f} lines/s, "
+            f"{feed.events / consumed:,.0f} events/s"
+        )
+        print(
+            f"  run ended {ended - started:.1f} s after the first byte (linger {LINGER:g} s, "
+            f"then the report: {len(server.stdout) / 1e6:,.1f} MB); exit status {code}"
+        )
+        print(
+            f"  peak RSS of mantle-stream: {server.vm_hwm_kib / 1024:,.1f} MiB (VmHWM polled), "
+            f"{server.ru_maxrss_kib / 1024:,.1f} MiB (wait4 ru_maxrss)"
+        )
+        print(
+            f"  replies on the sockets: "
+            f"{', '.join(f'{n:,} {k}' for k, n in sorted(replies.items())) or 'none'}"
+        )
         for line in errors[:5]:
             print(f"  client error: {line}")
         noise = [line for line in server.stderr if not LISTENING.search(line)]
@@ -715,22 +816,31 @@ def main() -> int:
         result = compare(report, offline)
         summary = report.get("summary", {})
         print(f"  report: {summary}")
-        print(f"  compared {result.assertions:,} verdicts of {result.conversations:,} "
-              f"conversations with the offline run: {result.verdict_mismatches:,} mismatches "
-              f"({result.conversation_mismatches:,} conversation verdicts, {result.missing:,} "
-              f"missing, {result.extra:,} extra); same verdict but other decided_at/reason: "
-              f"{result.detail_mismatches:,}; other event counts: "
-              f"{result.event_count_mismatches:,}")
-        print("  offline verdicts: " + ", ".join(
-            f"{n:,} {v}" for v, n in result.offline_verdicts.most_common()))
+        print(
+            f"  compared {result.assertions:,} verdicts of {result.conversations:,} "
+            f"conversations with the offline run: {result.verdict_mismatches:,} mismatches "
+            f"({result.conversation_mismatches:,} conversation verdicts, {result.missing:,} "
+            f"missing, {result.extra:,} extra); same verdict but other decided_at/reason: "
+            f"{result.detail_mismatches:,}; other event counts: "
+            f"{result.event_count_mismatches:,}"
+        )
+        print(
+            "  offline verdicts: "
+            + ", ".join(f"{n:,} {v}" for v, n in result.offline_verdicts.most_common())
+        )
         if result.by_kind:
-            print("  mismatches by assertion kind: " + ", ".join(
-                f"{k} {n:,}" for k, n in result.by_kind.most_common()))
+            print(
+                "  mismatches by assertion kind: "
+                + ", ".join(f"{k} {n:,}" for k, n in result.by_kind.most_common())
+            )
         for line in result.examples:
             print(f"    e.g. {line}")
         ok = not (result.verdict_mismatches or result.extra or result.conversation_mismatches)
-        print("soak: OK: every verdict equals the offline result" if ok
-              else "soak: MISMATCH: verdicts differ from the offline result")
+        print(
+            "soak: OK: every verdict equals the offline result"
+            if ok
+            else "soak: MISMATCH: verdicts differ from the offline result"
+        )
         return 0 if ok else 1
 
 

@@ -51,22 +51,34 @@ def main(host: str, port: int, path: str) -> None:
                         line, pending = pending.split(b"\n", 1)
                         message = json.loads(line)
                         if message.get("type") == "error":  # refused: say why
-                            raise SystemExit(f"mantle-stream refused the connection: "
-                                             f"{message.get('error')}")
+                            raise SystemExit(
+                                f"mantle-stream refused the connection: {message.get('error')}"
+                            )
                         if message.get("stop") and message["conversation_id"] == cid:
                             stop = message
                 if stop is not None:
-                    print(f"{cid}: stopped after {sent} of {len(events)} events: "
-                          f"{stop['assertion']['reason']}")
+                    print(
+                        f"{cid}: stopped after {sent} of {len(events)} events: "
+                        f"{stop['assertion']['reason']}"
+                    )
                     # End it as Mantle would: a session_ended after the last event.
                     sequence = event.get("sequence")
-                    sock.sendall(json.dumps({
-                        "conversation_id": cid, "timestamp": event.get("timestamp"),
-                        "metadata": None, "event_id": None,
-                        "sequence": None if sequence is None else int(str(sequence)) + 1,
-                        "session_ended": {}, "user_id": None, "deployment_environment": None,
-                        "session_id": None,
-                    }).encode() + b"\n")
+                    sock.sendall(
+                        json.dumps(
+                            {
+                                "conversation_id": cid,
+                                "timestamp": event.get("timestamp"),
+                                "metadata": None,
+                                "event_id": None,
+                                "sequence": None if sequence is None else int(str(sequence)) + 1,
+                                "session_ended": {},
+                                "user_id": None,
+                                "deployment_environment": None,
+                                "session_id": None,
+                            }
+                        ).encode()
+                        + b"\n"
+                    )
                     break
 
 

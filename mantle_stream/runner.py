@@ -40,14 +40,21 @@ from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Chunk, Feed, Replies, open_feed
 from mantle_stream.outputs.state import remove_checkpoint, write_checkpoint
 
-__all__ = ["DEFAULT_GAP_TIMEOUT", "RunOutcome", "Runner", "StopAssertion", "StopMessage",
-           "run_feed"]
+__all__ = [
+    "DEFAULT_GAP_TIMEOUT",
+    "RunOutcome",
+    "Runner",
+    "StopAssertion",
+    "StopMessage",
+    "run_feed",
+]
 
 Ending = Literal["end-of-input", "ended", "fail-fast", "cancelled", "bad-event"]
 
 #: Finished conversations encoded for a checkpoint between two turns of the
 #: event loop (~2 ms of work: see Runner._watchdog).
 FREEZE_SLICE = 500
+
 
 class StopAssertion(msgspec.Struct, frozen=True):
     index: int
@@ -87,13 +94,21 @@ _encode = msgspec.json.Encoder().encode
 class Runner:
     """Runs one evaluator over one feed. Create, then ``await run(feed)``."""
 
-    def __init__(self, evaluator: Evaluator, *, fail_fast: bool = False,
-                 idle_timeout: float | None = None, linger: float | None = 1.0,
-                 on_decisions: Callable[[list[Decision]], object] | None = None,
-                 on_stop: Callable[[StopMessage], object] | None = None,
-                 on_bad: Callable[[EventError], object] | None = None,
-                 skip_bad_events: bool = False, state_path: str | None = None,
-                 state_interval: float = 1.0, gap_timeout: float = DEFAULT_GAP_TIMEOUT) -> None:
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        *,
+        fail_fast: bool = False,
+        idle_timeout: float | None = None,
+        linger: float | None = 1.0,
+        on_decisions: Callable[[list[Decision]], object] | None = None,
+        on_stop: Callable[[StopMessage], object] | None = None,
+        on_bad: Callable[[EventError], object] | None = None,
+        skip_bad_events: bool = False,
+        state_path: str | None = None,
+        state_interval: float = 1.0,
+        gap_timeout: float = DEFAULT_GAP_TIMEOUT,
+    ) -> None:
         if gap_timeout <= 0:
             raise ValueError(f"gap_timeout must be positive, not {gap_timeout!r}")
         self.evaluator = evaluator
@@ -168,8 +183,11 @@ class Runner:
             else:
                 write_checkpoint(self.state_path, self.evaluator.checkpoint())
         self.ended = anyio.current_time()
-        return RunOutcome(self._ending, tuple(self.stopped_early),
-                          None if self._error is None else str(self._error))
+        return RunOutcome(
+            self._ending,
+            tuple(self.stopped_early),
+            None if self._error is None else str(self._error),
+        )
 
     def _bad(self, error: EventError) -> None:
         if self.on_bad is not None:
@@ -185,18 +203,29 @@ class Runner:
         async for chunk in feed:
             peer = chunk.peer
             decisions = evaluator.push_chunk(
-                chunk.data, stop_at_failure=self.fail_fast,
+                chunk.data,
+                stop_at_failure=self.fail_fast,
                 # On a listener, one client's bad line is that client's problem: it is
                 # answered there, counted and skipped; the others' runs go on.
                 on_bad=on_bad if peer is None else refused.append,
                 first_line=chunk.first_line,
-                source=chunk.source if peer is None else peer.name, owner=peer)
+                source=chunk.source if peer is None else peer.name,
+                owner=peer,
+            )
             if refused:
                 assert peer is not None
                 for error in refused:
                     self._bad(error)
-                    peer.post(_encode({"type": "error", "error": "bad event",
-                                       "line": error.line, "message": error.message}))
+                    peer.post(
+                        _encode(
+                            {
+                                "type": "error",
+                                "error": "bad event",
+                                "line": error.line,
+                                "message": error.message,
+                            }
+                        )
+                    )
                 refused.clear()
             if chunk.ends is not None and evaluator.is_open(chunk.ends):
                 decisions += evaluator.finish(chunk.ends)  # a tracker document: all of it
@@ -242,9 +271,12 @@ class Runner:
         for cid, decision in seen.items():
             # A conversation that ended by itself has nothing left to save; one
             # from a file or pipe has no simulator to tell.
-            if (cid in self._notified or not evaluator.is_open(cid)
-                    or not evaluator.is_settled(cid)
-                    or (self.on_stop is None and (chunk is None or chunk.peer is None))):
+            if (
+                cid in self._notified
+                or not evaluator.is_open(cid)
+                or not evaluator.is_settled(cid)
+                or (self.on_stop is None and (chunk is None or chunk.peer is None))
+            ):
                 continue
             result = evaluator.result(cid)
             self._notified.add(cid)
@@ -253,10 +285,17 @@ class Runner:
             # Settled now, so this batch holds the first failure, or (all passed)
             # the last decision.
             message = StopMessage(
-                conversation_id=cid, verdict=result.verdict,
-                assertion=StopAssertion(decision.index, decision.kind, decision.verdict,
-                                        decision.decided_at, decision.reason),
-                events=result.events)
+                conversation_id=cid,
+                verdict=result.verdict,
+                assertion=StopAssertion(
+                    decision.index,
+                    decision.kind,
+                    decision.verdict,
+                    decision.decided_at,
+                    decision.reason,
+                ),
+                events=result.events,
+            )
             if self.on_stop is not None:
                 self.on_stop(message)
             messages.append(message)
@@ -289,8 +328,10 @@ class Runner:
                         # given up on (counted as a gap; it is late if it comes).
                         del waiting[cid]
                         peer = self._held_peers.pop(cid, None)
-                        await self._handle(evaluator.release_held(cid),
-                                           None if peer is None else Chunk(b"", peer, 0))
+                        await self._handle(
+                            evaluator.release_held(cid),
+                            None if peer is None else Chunk(b"", peer, 0),
+                        )
             if self.state_path is not None and now - saved >= self.state_interval:
                 # Conversations finished since the last checkpoint are encoded in
                 # slices, the loop serving clients between them (10,000 at once
@@ -301,8 +342,9 @@ class Runner:
                 # its final checkpoint after it.
                 while evaluator.freeze_finished(FREEZE_SLICE):
                     await anyio.sleep(0)
-                await anyio.to_thread.run_sync(write_checkpoint, self.state_path,
-                                               evaluator.checkpoint())
+                await anyio.to_thread.run_sync(
+                    write_checkpoint, self.state_path, evaluator.checkpoint()
+                )
                 saved = now
             if self.idle_timeout is not None:
                 open_now = evaluator.open_conversations()
@@ -316,24 +358,41 @@ class Runner:
                     elif now - seen[1] >= self.idle_timeout:
                         del last_seen[cid]
                         await self._handle(evaluator.finish(cid), None)
-            if (feed.live and self.linger is not None and stats.conversations
-                    and not evaluator.open_conversations() and feed.connections == 0
-                    and now - feed.last_activity >= self.linger):
+            if (
+                feed.live
+                and self.linger is not None
+                and stats.conversations
+                and not evaluator.open_conversations()
+                and feed.connections == 0
+                and now - feed.last_activity >= self.linger
+            ):
                 self._ending = "ended"
                 self._cancel()
                 return
 
 
-async def run_feed(evaluator: Evaluator, source: str, *, fail_fast: bool = False,
-                   idle_timeout: float | None = None, linger: float | None = 1.0,
-                   on_decisions: Callable[[list[Decision]], object] | None = None,
-                   on_stop: Callable[[StopMessage], object] | None = None) -> RunOutcome:
+async def run_feed(
+    evaluator: Evaluator,
+    source: str,
+    *,
+    fail_fast: bool = False,
+    idle_timeout: float | None = None,
+    linger: float | None = 1.0,
+    on_decisions: Callable[[list[Decision]], object] | None = None,
+    on_stop: Callable[[StopMessage], object] | None = None,
+) -> RunOutcome:
     """Judge a source (path, ``-``, ``follow:PATH``, ``tcp://HOST:PORT``, ``unix:PATH``).
 
     ``on_decisions`` receives every batch of decisions as they happen;
     ``on_stop`` every :class:`StopMessage` (also written back on sockets).
     """
-    runner = Runner(evaluator, fail_fast=fail_fast, idle_timeout=idle_timeout, linger=linger,
-                    on_decisions=on_decisions, on_stop=on_stop)
+    runner = Runner(
+        evaluator,
+        fail_fast=fail_fast,
+        idle_timeout=idle_timeout,
+        linger=linger,
+        on_decisions=on_decisions,
+        on_stop=on_stop,
+    )
     async with open_feed(source) as feed:
         return await runner.run(feed)

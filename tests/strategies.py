@@ -620,7 +620,6 @@ def interleave(draw: st.DrawFn, sequences: list[list[Any]]) -> list[tuple[int, A
 # --------------------------------------------------------------------------
 
 
-
 def _shuffled(mapping: Mapping[str, Any], rnd: random.Random) -> dict[str, Any]:
     """The same object with its keys in a random order (the serializer keeps none)."""
     keys = list(mapping)

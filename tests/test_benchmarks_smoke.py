@@ -26,8 +26,7 @@ TABLES = {
 
 # Scripts deliberately not run here, with the reason.
 NOT_HERE = {
-    "soak.py": "its classic quick run takes up to 20 s; its --long-lived quick run is "
-               "tested below",
+    "soak.py": "its classic quick run takes up to 20 s; its --long-lived quick run is tested below",
 }
 
 
@@ -38,8 +37,13 @@ def test_every_benchmark_script_is_smoke_tested_or_excused() -> None:
 
 @pytest.mark.parametrize("script", sorted(TABLES), ids=lambda s: s.removesuffix(".py"))
 def test_benchmark_runs_quick_and_prints_its_tables(script: str) -> None:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"],
-                          capture_output=True, text=True, timeout=110, check=False)
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].startswith("machine: ")
     headers = [line for line in done.stdout.splitlines() if line.startswith("| ")]
@@ -49,8 +53,13 @@ def test_benchmark_runs_quick_and_prints_its_tables(script: str) -> None:
 
 def test_the_long_lived_soak_runs_quick_and_every_verdict_equals_the_offline_one() -> None:
     # 20,000 conversations through one real listener with --state and --jsonl.
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "soak.py"), "--long-lived",
-                           "--quick"], capture_output=True, text=True, timeout=110, check=False)
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "soak.py"), "--long-lived", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "RSS after    20,000 conversations sent" in done.stdout
     assert "probe (event loop busy elsewhere)" in done.stdout

@@ -19,43 +19,83 @@ RESULTS = EXAMPLES / "results" / "2026-12-01T09-00-00"
 TRACKER = next((EXAMPLES / "trackers").glob("*.json"))
 # The three card_replace_damaged runs (results/.../card_replace_damaged/run_N.json).
 CARD_OK, CARD_EXPRESS, CARD_SPLIT = (
-    "sim-5588a28d-011b-4f0b-822a-91e1448a99c5", "sim-b4802004-f8c7-4a8d-9d87-921bd4592b53",
-    "sim-3588fc80-d695-48d1-864f-3ad82e8266c2")
+    "sim-5588a28d-011b-4f0b-822a-91e1448a99c5",
+    "sim-b4802004-f8c7-4a8d-9d87-921bd4592b53",
+    "sim-3588fc80-d695-48d1-864f-3ad82e8266c2",
+)
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mantle_stream", *args], input=None if stdin is None
-        else stdin.decode(), capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
+        [sys.executable, "-m", "mantle_stream", *args],
+        input=None if stdin is None else stdin.decode(),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
     )
 
 
 def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
-    proc = run("check", str(SCENARIOS), "--events", str(EXAMPLES / "events" / "all.jsonl"),
-               "--results", str(RESULTS), "--format", "json")
+    proc = run(
+        "check",
+        str(SCENARIOS),
+        "--events",
+        str(EXAMPLES / "events" / "all.jsonl"),
+        "--results",
+        str(RESULTS),
+        "--format",
+        "json",
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert set(report) == {"conversations", "summary", "warnings"}
-    assert report["summary"] == {"conversations": 13, "passed": 5, "failed": 8,
-                                 "assertions": 143, "unmatched": 0, "recorded_differences": 2}
+    assert report["summary"] == {
+        "conversations": 13,
+        "passed": 5,
+        "failed": 8,
+        "assertions": 143,
+        "unmatched": 0,
+        "recorded_differences": 2,
+    }
     assert report["warnings"] == {"gaps": 1}  # transfer's run 1 skips sequences 38-39
     first = report["conversations"][0]
-    assert set(first) == {"conversation_id", "scenario", "verdict", "events", "assertions",
-                          "recorded", "started", "duration"}
+    assert set(first) == {
+        "conversation_id",
+        "scenario",
+        "verdict",
+        "events",
+        "assertions",
+        "recorded",
+        "started",
+        "duration",
+    }
     assert set(first["assertions"][0]) == {"index", "kind", "verdict", "decided_at", "reason"}
     # Standard output holds the report alone; what a person should know goes to stderr.
     assert proc.stderr == "mantle-stream: warning: 1 gap in `sequence` given up on\n"
 
 
 def test_results_report_where_evaluate_agents_recorded_verdict_differs() -> None:
-    proc = run("check", str(SCENARIOS), "--events", str(TRACKER), "--results", str(RESULTS),
-               "--format", "json")
+    proc = run(
+        "check",
+        str(SCENARIOS),
+        "--events",
+        str(TRACKER),
+        "--results",
+        str(RESULTS),
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     [conv] = json.loads(proc.stdout)["conversations"]
     assert conv["recorded"] == {
-        "file": str(RESULTS / "identity_check" / "run_3.json"), "run_index": 3,
-        "differences": [{"index": 3, "kind": "bot_uttered", "verdict": "passed",
-                         "recorded": "failed"}]}
+        "file": str(RESULTS / "identity_check" / "run_3.json"),
+        "run_index": 3,
+        "differences": [
+            {"index": 3, "kind": "bot_uttered", "verdict": "passed", "recorded": "failed"}
+        ],
+    }
 
 
 def test_results_table_names_each_difference() -> None:
@@ -66,8 +106,14 @@ def test_results_table_names_each_difference() -> None:
 
 
 def test_a_directory_of_tracker_documents_is_a_source() -> None:
-    proc = run("check", str(EXAMPLES / "scenarios" / "identity_check.yml"), "--events",
-               str(TRACKER.parent), "--format", "json")
+    proc = run(
+        "check",
+        str(EXAMPLES / "scenarios" / "identity_check.yml"),
+        "--events",
+        str(TRACKER.parent),
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["summary"]["conversations"] == 1
@@ -75,16 +121,27 @@ def test_a_directory_of_tracker_documents_is_a_source() -> None:
 
 
 def test_a_tracker_document_on_standard_input() -> None:
-    proc = run("check", str(EXAMPLES / "scenarios" / "identity_check.yml"), "--events", "-",
-               "--format", "json", stdin=TRACKER.read_bytes())
+    proc = run(
+        "check",
+        str(EXAMPLES / "scenarios" / "identity_check.yml"),
+        "--events",
+        "-",
+        "--format",
+        "json",
+        stdin=TRACKER.read_bytes(),
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["summary"]["passed"] == 1
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--results", "/nonexistent"], "--results `/nonexistent` is not a directory"),
-    (["--results", str(EXAMPLES / "scenarios")], "holds no run_*.json files"),
-], ids=["missing", "empty"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--results", "/nonexistent"], "--results `/nonexistent` is not a directory"),
+        (["--results", str(EXAMPLES / "scenarios")], "holds no run_*.json files"),
+    ],
+    ids=["missing", "empty"],
+)
 def test_a_bad_results_folder_is_a_usage_error(args: list[str], message: str) -> None:
     proc = run("check", str(CARD), "--events", str(CARD_EVENTS), *args)
     assert proc.returncode == 2
@@ -93,16 +150,18 @@ def test_a_bad_results_folder_is_a_usage_error(args: list[str], message: str) ->
 
 def test_check_exits_zero_when_every_assertion_passes(tmp_path: Path) -> None:
     ok = tmp_path / "ok.jsonl"
-    ok.write_text("".join(line + "\n" for line in CARD_EVENTS.read_text().splitlines()
-                          if CARD_OK in line))
+    ok.write_text(
+        "".join(line + "\n" for line in CARD_EVENTS.read_text().splitlines() if CARD_OK in line)
+    )
     proc = run("check", str(CARD), "--events", str(ok), "--format", "json")
     assert proc.returncode == 0, proc.stdout
     assert json.loads(proc.stdout)["summary"]["passed"] == 1
 
 
 def test_check_reads_standard_input() -> None:
-    proc = run("check", str(CARD), "--events", "-", "--format", "json",
-               stdin=CARD_EVENTS.read_bytes())
+    proc = run(
+        "check", str(CARD), "--events", "-", "--format", "json", stdin=CARD_EVENTS.read_bytes()
+    )
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["summary"]["conversations"] == 3
 
@@ -117,21 +176,39 @@ def test_table_format_shows_every_conversation_and_a_summary() -> None:
 
 def test_jsonl_gets_one_line_per_verdict(tmp_path: Path) -> None:
     out = tmp_path / "verdicts.jsonl"
-    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
-               "--jsonl", str(out))
+    proc = run(
+        "check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json", "--jsonl", str(out)
+    )
     assert proc.returncode == 1
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 36
-    assert set(lines[0]) == {"conversation_id", "scenario", "index", "kind", "verdict",
-                             "decided_at", "reason"}
+    assert set(lines[0]) == {
+        "conversation_id",
+        "scenario",
+        "index",
+        "kind",
+        "verdict",
+        "decided_at",
+        "reason",
+    }
     assert {(x["conversation_id"], x["index"]) for x in lines} == {
-        (c, i) for c in (CARD_OK, CARD_EXPRESS, CARD_SPLIT) for i in range(12)}
+        (c, i) for c in (CARD_OK, CARD_EXPRESS, CARD_SPLIT) for i in range(12)
+    }
 
 
 def test_fail_fast_stops_at_the_first_failure(tmp_path: Path) -> None:
     out = tmp_path / "verdicts.jsonl"
-    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
-               "--fail-fast", "--jsonl", str(out))
+    proc = run(
+        "check",
+        str(CARD),
+        "--events",
+        str(CARD_EVENTS),
+        "--format",
+        "json",
+        "--fail-fast",
+        "--jsonl",
+        str(out),
+    )
     assert proc.returncode == 1
     decided = [json.loads(line) for line in out.read_text().splitlines()]
     assert decided[-1]["verdict"] == "failed"
@@ -140,40 +217,67 @@ def test_fail_fast_stops_at_the_first_failure(tmp_path: Path) -> None:
 
 
 def test_several_scenarios_conversation_naming_an_unknown_scenario_is_reported(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_text(
         CARD_EVENTS.read_text()
         + '{"conversation_id":"stray","sequence":0,"metadata":"{\\"scenario\\": \\"nope\\"}",'
-          '"user":{"text":"hi"}}\n')
-    proc = run("check", str(CARD), str(SCENARIOS / "transfer_mcp.yml"), "--events", str(feed),
-               "--results", str(RESULTS), "--format", "json")
+        '"user":{"text":"hi"}}\n'
+    )
+    proc = run(
+        "check",
+        str(CARD),
+        str(SCENARIOS / "transfer_mcp.yml"),
+        "--events",
+        str(feed),
+        "--results",
+        str(RESULTS),
+        "--format",
+        "json",
+    )
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["unmatched"] == [{"conversation_id": "stray", "scenario": "nope", "events": 1}]
-    assert proc.stderr == ("mantle-stream: warning: not judged: `stray` (1 event): its "
-                           "scenario `nope` is not loaded\n")
+    assert proc.stderr == (
+        "mantle-stream: warning: not judged: `stray` (1 event): its scenario `nope` is not loaded\n"
+    )
 
 
 def test_an_unmatched_conversation_gets_a_hint_a_junit_error_and_fails_under_strict(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     feed = tmp_path / "feed.jsonl"
     meta = json.dumps(json.dumps({"scenario": "transfer_mpc"}))  # a one-letter typo
-    feed.write_text(f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
-                    '"user":{"text":"hi"}}\n' + CARD_EVENTS.read_text())
+    feed.write_text(
+        f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
+        '"user":{"text":"hi"}}\n' + CARD_EVENTS.read_text()
+    )
     junit = tmp_path / "junit.xml"
-    args = ["check", str(CARD), str(SCENARIOS / "transfer_mcp.yml"), "--events", str(feed),
-            "--results", str(RESULTS), "--junit", str(junit)]
+    args = [
+        "check",
+        str(CARD),
+        str(SCENARIOS / "transfer_mcp.yml"),
+        "--events",
+        str(feed),
+        "--results",
+        str(RESULTS),
+        "--junit",
+        str(junit),
+    ]
     proc = run(*args)
     assert proc.returncode == 1  # card_replace_damaged's own runs fail two of three
     flat = " ".join(proc.stdout.split())
-    assert ("not judged: `c` (1 event): its scenario `transfer_mpc` is not loaded; "
-            "did you mean `transfer_mcp`?") in flat
+    assert (
+        "not judged: `c` (1 event): its scenario `transfer_mpc` is not loaded; "
+        "did you mean `transfer_mcp`?"
+    ) in flat
     root = ET.parse(junit).getroot()
     assert root.get("errors") == "1"
     [error] = root.findall("testsuite/testcase/error")
-    assert error.get("message") == ("not judged: its scenario `transfer_mpc` is not loaded; "
-                                    "did you mean `transfer_mcp`?")
+    assert error.get("message") == (
+        "not judged: its scenario `transfer_mpc` is not loaded; did you mean `transfer_mcp`?"
+    )
     strict = run(*args, "--strict")
     assert strict.returncode == 2
     assert "mantle-stream: error: --strict: 1 conversation not judged" in strict.stderr
@@ -182,30 +286,44 @@ def test_an_unmatched_conversation_gets_a_hint_a_junit_error_and_fails_under_str
 def test_every_warning_is_a_line_of_the_table(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     lines = CARD_EVENTS.read_text().splitlines(keepends=True)
-    feed.write_text(lines[0] + "".join(lines) + '{"conversation_id":"x","sequence":0,'
-                    '"new_kind":{}}\n{"event":"slot","sender_id":"x","name":"a","value":1}\n')
+    feed.write_text(
+        lines[0] + "".join(lines) + '{"conversation_id":"x","sequence":0,'
+        '"new_kind":{}}\n{"event":"slot","sender_id":"x","name":"a","value":1}\n'
+    )
     empty = tmp_path / "empty.yml"
     empty.write_text("scenario:\n  name: empty\n  simulation_context: x\n")
     proc = run("check", str(empty), "--events", str(feed))
     assert proc.returncode == 0
     out = " ".join(proc.stdout.split())
-    for line in ("scenario `empty` has no assertions: every conversation judged against it "
-                 "passes", "1 duplicate event skipped",
-                 "1 event of kinds this version does not know skipped (`new_kind` 1)",
-                 "1 older CALM row skipped (`slot` 1)"):
+    for line in (
+        "scenario `empty` has no assertions: every conversation judged against it passes",
+        "1 duplicate event skipped",
+        "1 event of kinds this version does not know skipped (`new_kind` 1)",
+        "1 older CALM row skipped (`slot` 1)",
+    ):
         assert line in out, out
 
 
 def test_a_custom_simulator_names_the_scenario_in_the_envelope_metadata(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     meta = json.dumps(json.dumps({"scenario": "transfer_mcp"}))
-    feed.write_text(f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
-                    '"skill_activated":{"skill_id":"transfer_money"}}\n')
-    proc = run("check", str(CARD), str(SCENARIOS / "transfer_mcp.yml"), "--events", str(feed),
-               "--format", "json")
+    feed.write_text(
+        f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
+        '"skill_activated":{"skill_id":"transfer_money"}}\n'
+    )
+    proc = run(
+        "check",
+        str(CARD),
+        str(SCENARIOS / "transfer_mcp.yml"),
+        "--events",
+        str(feed),
+        "--format",
+        "json",
+    )
     report = json.loads(proc.stdout)
     assert [c["scenario"] for c in report["conversations"]] == [
-        "Customer transfers money to a saved payee"], proc.stderr
+        "Customer transfers money to a saved payee"
+    ], proc.stderr
 
 
 def test_validate_broken_file_prints_every_problem_with_position_and_exits_2() -> None:
@@ -213,8 +331,11 @@ def test_validate_broken_file_prints_every_problem_with_position_and_exits_2() -
     proc = run("validate", str(broken))
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    located = [line for line in proc.stderr.splitlines()
-               if line.startswith(f"{broken}:") and ": error: " in line]
+    located = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.startswith(f"{broken}:") and ": error: " in line
+    ]
     assert len(located) >= 9
     assert proc.stderr.rstrip().endswith("errors in 1 file")
 
@@ -225,14 +346,22 @@ def test_validate_good_files_exits_0() -> None:
     assert proc.stdout.count(": ok: ") == 5
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["check", str(CARD), "--events", "/nonexistent/feed.jsonl"],
-     "mantle-stream: error: cannot read events from `/nonexistent/feed.jsonl`"),
-    (["check", "/nonexistent.yml", "--events", str(CARD_EVENTS)],
-     "/nonexistent.yml:1:1: error: cannot read: No such file or directory"),
-    (["check", str(CARD)], "the following arguments are required: --events"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-], ids=["missing-feed", "missing-scenario", "no-events", "unknown-command"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["check", str(CARD), "--events", "/nonexistent/feed.jsonl"],
+            "mantle-stream: error: cannot read events from `/nonexistent/feed.jsonl`",
+        ),
+        (
+            ["check", "/nonexistent.yml", "--events", str(CARD_EVENTS)],
+            "/nonexistent.yml:1:1: error: cannot read: No such file or directory",
+        ),
+        (["check", str(CARD)], "the following arguments are required: --events"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+    ids=["missing-feed", "missing-scenario", "no-events", "unknown-command"],
+)
 def test_usage_and_input_errors_exit_2_without_traceback(args: list[str], message: str) -> None:
     proc = run(*args)
     assert proc.returncode == 2
@@ -308,16 +437,27 @@ def test_check_judges_every_example_line_of_the_event_contract(tmp_path: Path) -
     # skill completes at 8; nothing clears the draft, no run is for card_lock, the
     # button's payload is /track, and `notify` never runs.
     assert [(a["verdict"], a["decided_at"]) for a in conv["assertions"]] == [
-        ("passed", 2), ("passed", 4), ("passed", 5), ("passed", 6), ("passed", 6),
-        ("passed", 8), ("passed", 8), ("passed", None), ("failed", None), ("failed", None),
-        ("failed", None), ("failed", None)]
+        ("passed", 2),
+        ("passed", 4),
+        ("passed", 5),
+        ("passed", 6),
+        ("passed", 6),
+        ("passed", 8),
+        ("passed", 8),
+        ("passed", None),
+        ("failed", None),
+        ("failed", None),
+        ("failed", None),
+        ("failed", None),
+    ]
     assert proc.stderr == ""
 
 
 def test_a_byte_order_mark_at_the_start_of_a_feed_is_not_an_event(tmp_path: Path) -> None:
     feed = tmp_path / "bom.jsonl"
-    feed.write_bytes(b"\xef\xbb\xbf" + (Path(__file__).parent / "data" /
-                                        "protojson_example.jsonl").read_bytes())
+    feed.write_bytes(
+        b"\xef\xbb\xbf" + (Path(__file__).parent / "data" / "protojson_example.jsonl").read_bytes()
+    )
     scen = tmp_path / "spec.yml"
     scen.write_text(SPEC_SCENARIO)
     proc = run("check", str(scen), "--events", str(feed), "--format", "json")
@@ -325,12 +465,21 @@ def test_a_byte_order_mark_at_the_start_of_a_feed_is_not_an_event(tmp_path: Path
     assert json.loads(proc.stdout)["conversations"][0]["events"] == 10
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--state", "/nonexistent/dir/state.json"],
-     "--state `/nonexistent/dir/state.json`: the directory `/nonexistent/dir` does not exist"),
-    (["--jsonl", "-", "--format", "json"],
-     "--jsonl - would mix verdict lines into the JSON report on standard output"),
-], ids=["state-directory", "jsonl-stdout-json"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--state", "/nonexistent/dir/state.json"],
+            "--state `/nonexistent/dir/state.json`: "
+            "the directory `/nonexistent/dir` does not exist",
+        ),
+        (
+            ["--jsonl", "-", "--format", "json"],
+            "--jsonl - would mix verdict lines into the JSON report on standard output",
+        ),
+    ],
+    ids=["state-directory", "jsonl-stdout-json"],
+)
 def test_usage_problems_are_found_before_the_run(args: list[str], message: str) -> None:
     proc = run("check", str(CARD), "--events", str(CARD_EVENTS), *args)
     assert proc.returncode == 2
@@ -340,8 +489,9 @@ def test_usage_problems_are_found_before_the_run(args: list[str], message: str) 
 def test_a_scenario_file_given_as_events_says_the_arguments_look_swapped() -> None:
     proc = run("check", str(CARD_EVENTS), "--events", str(CARD))
     assert proc.returncode == 2
-    assert "looks like a scenario file, not events: were SCENARIO and --events swapped?" \
-        in proc.stderr
+    assert (
+        "looks like a scenario file, not events: were SCENARIO and --events swapped?" in proc.stderr
+    )
 
 
 def test_jsonl_dash_is_standard_output_and_overwrite_starts_afresh(tmp_path: Path) -> None:
@@ -350,17 +500,35 @@ def test_jsonl_dash_is_standard_output_and_overwrite_starts_afresh(tmp_path: Pat
     assert len(records) == 36
     out = tmp_path / "v.jsonl"
     for _ in range(2):
-        run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
-            "--jsonl", str(out), "--jsonl-mode", "overwrite")
+        run(
+            "check",
+            str(CARD),
+            "--events",
+            str(CARD_EVENTS),
+            "--format",
+            "json",
+            "--jsonl",
+            str(out),
+            "--jsonl-mode",
+            "overwrite",
+        )
     assert len(out.read_text().splitlines()) == 36
 
 
 def test_junit_honours_the_umask_like_any_file(tmp_path: Path) -> None:
     junit = tmp_path / "report.xml"
     proc = subprocess.run(
-        ["sh", "-c", f'umask 022 && exec "{sys.executable}" -m mantle_stream check "{CARD}" '
-                     f'--events "{CARD_EVENTS}" --format json --junit "{junit}"'],
-        capture_output=True, cwd=ROOT, timeout=60, check=False)
+        [
+            "sh",
+            "-c",
+            f'umask 022 && exec "{sys.executable}" -m mantle_stream check "{CARD}" '
+            f'--events "{CARD_EVENTS}" --format json --junit "{junit}"',
+        ],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 1
     assert junit.stat().st_mode & 0o777 == 0o644
 
@@ -369,17 +537,20 @@ def test_check_ends_with_a_digest_of_every_failure_and_where_it_is_written() -> 
     proc = run("check", str(CARD), "--events", str(CARD_EVENTS))
     out = " ".join(proc.stdout.split())
     assert "4 failed assertions:" in out
-    assert (f"{CARD}:42 #5 tool_executed ✘ failed at the end in {CARD_EXPRESS} tool "
-            "`order_replacement` never ran as specified; closest: tool `order_replacement` "
-            "ran with shipping=`\"express\"` (string), expected `\"standard\"` (string)") in out
+    assert (
+        f"{CARD}:42 #5 tool_executed ✘ failed at the end in {CARD_EXPRESS} tool "
+        "`order_replacement` never ran as specified; closest: tool `order_replacement` "
+        'ran with shipping=`"express"` (string), expected `"standard"` (string)'
+    ) in out
     assert f"{CARD}:63 #8 bot_did_not_utter ✘ failed at sequence 35 in {CARD_EXPRESS}" in out
 
 
 def test_a_big_replay_shows_a_row_per_scenario_and_the_digest(tmp_path: Path) -> None:
     lines = CARD_EVENTS.read_text().splitlines(keepends=True)
     feed = tmp_path / "big.jsonl"
-    feed.write_text("".join(line.replace('"sim-', f'"copy{n}-sim-') for n in range(20)
-                            for line in lines))
+    feed.write_text(
+        "".join(line.replace('"sim-', f'"copy{n}-sim-') for n in range(20) for line in lines)
+    )
     proc = run("check", str(CARD), "--events", str(feed))
     assert proc.returncode == 1
     out = " ".join(proc.stdout.split())
@@ -392,18 +563,24 @@ def test_a_big_replay_shows_a_row_per_scenario_and_the_digest(tmp_path: Path) ->
 def test_several_event_sources_are_read_as_one_feed(how: str) -> None:
     events = EXAMPLES / "events"
     files = [str(events / "card_replace_damaged.jsonl"), str(events / "transfer_mcp.jsonl")]
-    args = {"repeated": ["--events", files[0], "--events", files[1]],
-            "at-once": ["--events", *files],
-            "glob": ["--events", str(events / "[ct]*_*.jsonl")]}[how]
+    args = {
+        "repeated": ["--events", files[0], "--events", files[1]],
+        "at-once": ["--events", *files],
+        "glob": ["--events", str(events / "[ct]*_*.jsonl")],
+    }[how]
     proc = run("check", str(SCENARIOS), *args, "--results", str(RESULTS), "--format", "json")
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["summary"]["conversations"] == 6
 
 
-@pytest.mark.parametrize(("events", "message"), [
-    (["nothing-*.jsonl"], "--events `nothing-*.jsonl` matches no file"),
-    ([str(CARD_EVENTS), "-"], "several event sources must all be files or directories; `-`"),
-], ids=["glob-matches-nothing", "mixed-with-stdin"])
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        (["nothing-*.jsonl"], "--events `nothing-*.jsonl` matches no file"),
+        ([str(CARD_EVENTS), "-"], "several event sources must all be files or directories; `-`"),
+    ],
+    ids=["glob-matches-nothing", "mixed-with-stdin"],
+)
 def test_bad_several_sources_are_usage_errors(events: list[str], message: str) -> None:
     proc = run("check", str(CARD), "--events", *events)
     assert proc.returncode == 2
@@ -419,14 +596,19 @@ def test_a_fail_fast_table_marks_pending_verdicts_and_says_the_run_is_incomplete
 
 
 def test_conversations_naming_another_scenario_than_the_one_loaded_are_warned_about(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     feed = tmp_path / "feed.jsonl"
     meta = json.dumps(json.dumps({"scenario": "transfer_mcp"}))
-    feed.write_text(f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
-                    '"skill_activated":{"skill_id":"card_replace"}}\n')
+    feed.write_text(
+        f'{{"conversation_id":"c","sequence":0,"metadata":{meta},'
+        '"skill_activated":{"skill_id":"card_replace"}}\n'
+    )
     proc = run("check", str(CARD), "--events", str(feed))
-    assert ("1 conversation name another scenario in their metadata (`transfer_mcp` 1) but "
-            "were judged against the one loaded") in " ".join(proc.stdout.split())
+    assert (
+        "1 conversation name another scenario in their metadata (`transfer_mcp` 1) but "
+        "were judged against the one loaded"
+    ) in " ".join(proc.stdout.split())
 
 
 @pytest.mark.parametrize("command", ["check", "watch", "validate", "demo"])
@@ -439,28 +621,42 @@ def test_every_command_help_has_examples_and_the_exit_statuses(command: str) -> 
 
 
 def test_keep_finished_lists_the_most_recent_and_counts_the_rest() -> None:
-    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
-               "--keep-finished", "1")
+    proc = run(
+        "check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json", "--keep-finished", "1"
+    )
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert len(report["conversations"]) == 1
-    assert (report["summary"]["conversations"], report["summary"]["failed"],
-            report["summary"]["omitted"]) == (3, 2, 2)
+    assert (
+        report["summary"]["conversations"],
+        report["summary"]["failed"],
+        report["summary"]["omitted"],
+    ) == (3, 2, 2)
     assert "2 finished conversations counted but not listed" in proc.stderr
 
 
 def test_junit_holds_every_conversation_even_those_let_go_of(tmp_path: Path) -> None:
     junit, whole = tmp_path / "kept.xml", tmp_path / "whole.xml"
     for path, keep in ((junit, ["--keep-finished", "1"]), (whole, [])):
-        proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json",
-                   *keep, "--junit", str(path))
+        proc = run(
+            "check",
+            str(CARD),
+            "--events",
+            str(CARD_EVENTS),
+            "--format",
+            "json",
+            *keep,
+            "--junit",
+            str(path),
+        )
         assert proc.returncode == 1, proc.stderr
     # Two conversations left memory before the end: their suites were written as they
     # went, so the file lists all three, with the totals of all three.
     root, full = ET.parse(junit).getroot(), ET.parse(whole).getroot()
     assert len(root.findall("testsuite")) == 3
     assert {k: root.get(k) for k in ("tests", "failures", "errors")} == {
-        k: full.get(k) for k in ("tests", "failures", "errors")}
+        k: full.get(k) for k in ("tests", "failures", "errors")
+    }
     by_name = {s.get("name"): ET.tostring(s) for s in full.findall("testsuite")}
     assert {s.get("name"): ET.tostring(s) for s in root.findall("testsuite")} == by_name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.xml", "whole.xml"]

@@ -25,13 +25,24 @@ pytestmark = pytest.mark.timeout(90)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mantle_stream", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=80, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mantle_stream", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=80,
+        check=False,
+    )
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "mantle_stream", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -67,8 +78,18 @@ def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() ->
 
 def test_junit_is_well_formed_with_one_case_per_assertion(tmp_path: Path) -> None:
     junit = tmp_path / "report.xml"
-    proc = run("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--format", "json",
-               "--results", str(RESULTS), "--junit", str(junit))
+    proc = run(
+        "check",
+        str(SCENARIOS),
+        "--events",
+        str(ALL_EVENTS),
+        "--format",
+        "json",
+        "--results",
+        str(RESULTS),
+        "--junit",
+        str(junit),
+    )
     assert proc.returncode == 1
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
@@ -93,8 +114,9 @@ def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path
     out = tmp_path / "verdicts.jsonl"
     lines = (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text().splitlines()
     first = [x for x in lines if CARD_EXPRESS in x]
-    proc = spawn("watch", str(CARD), "--events", f"follow:{feed}", "--jsonl", str(out),
-                 "--linger", "0.5")
+    proc = spawn(
+        "watch", str(CARD), "--events", f"follow:{feed}", "--jsonl", str(out), "--linger", "0.5"
+    )
     try:
         with feed.open("a") as fh:
             # Up to the forbidden utterance (sequence 35), not the end of the conversation.
@@ -110,8 +132,9 @@ def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path
                         break
                 time.sleep(0.05)
             assert proc.poll() is None, "the run must still be going"
-            assert [(d["index"], d["decided_at"]) for d in seen if d["verdict"] == "failed"] \
-                == [(8, 35)]
+            assert [(d["index"], d["decided_at"]) for d in seen if d["verdict"] == "failed"] == [
+                (8, 35)
+            ]
             for x in first[36:]:
                 fh.write(x + "\n")
         _, stderr = proc.communicate(timeout=30)
@@ -122,8 +145,9 @@ def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path
 
 
 def test_check_over_tcp_reports_listening_address_and_judges_clients() -> None:
-    proc = spawn("check", str(CARD), "--events", "tcp://127.0.0.1:0", "--format", "json",
-                 "--linger", "0.3")
+    proc = spawn(
+        "check", str(CARD), "--events", "tcp://127.0.0.1:0", "--format", "json", "--linger", "0.3"
+    )
     try:
         assert proc.stderr is not None
         banner = proc.stderr.readline()
@@ -151,10 +175,27 @@ def test_check_over_tcp_reports_listening_address_and_judges_clients() -> None:
 
 def test_fail_fast_over_standard_input_exits_1_promptly() -> None:
     events = ALL_EVENTS.read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "mantle_stream", "check", str(SCENARIOS),
-                           "--events", "-", "--fail-fast", "--format", "json",
-                           "--results", str(RESULTS)],
-                          input=events, capture_output=True, cwd=ROOT, timeout=60, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mantle_stream",
+            "check",
+            str(SCENARIOS),
+            "--events",
+            "-",
+            "--fail-fast",
+            "--format",
+            "json",
+            "--results",
+            str(RESULTS),
+        ],
+        input=events,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     verdicts = [a["verdict"] for c in report["conversations"] for a in c["assertions"]]
@@ -163,14 +204,34 @@ def test_fail_fast_over_standard_input_exits_1_promptly() -> None:
 
 
 def test_the_readme_simulator_client_is_stopped_early_over_tcp() -> None:
-    proc = spawn("check", str(SCENARIOS), "--events", "tcp://127.0.0.1:0", "--format", "json",
-                 "--linger", "0.5", "--results", str(RESULTS))
+    proc = spawn(
+        "check",
+        str(SCENARIOS),
+        "--events",
+        "tcp://127.0.0.1:0",
+        "--format",
+        "json",
+        "--linger",
+        "0.5",
+        "--results",
+        str(RESULTS),
+    )
     try:
         assert proc.stderr is not None
         port = proc.stderr.readline().strip().rsplit(":", 1)[1]
         client = subprocess.run(
-            [sys.executable, str(ROOT / "examples" / "simulator_client.py"), "127.0.0.1", port,
-             str(ALL_EVENTS)], capture_output=True, text=True, timeout=60, check=True)
+            [
+                sys.executable,
+                str(ROOT / "examples" / "simulator_client.py"),
+                "127.0.0.1",
+                port,
+                str(ALL_EVENTS),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         stdout, _ = proc.communicate(timeout=30)
     finally:
         stop(proc)
@@ -181,28 +242,55 @@ def test_the_readme_simulator_client_is_stopped_early_over_tcp() -> None:
     assert stopped and stopped <= failed
     assert CHATTY in stopped
     # What was still pending when a stopped conversation ended was skipped, not judged.
-    skipped = [a for c in report["conversations"] if c["conversation_id"] in stopped
-               for a in c["assertions"] if a["verdict"] == "skipped"]
-    assert skipped and all(a["reason"].startswith("not judged: the conversation was stopped "
-                                                  "early after assertion #") for a in skipped)
+    skipped = [
+        a
+        for c in report["conversations"]
+        if c["conversation_id"] in stopped
+        for a in c["assertions"]
+        if a["verdict"] == "skipped"
+    ]
+    assert skipped and all(
+        a["reason"].startswith("not judged: the conversation was stopped early after assertion #")
+        for a in skipped
+    )
     assert report["summary"]["skipped"] == len(skipped)
     assert proc.returncode == 1
 
 
 def test_the_listener_says_whom_it_refused_and_the_client_says_why(tmp_path: Path) -> None:
-    proc = spawn("check", str(CARD), "--events", "tcp://127.0.0.1:0", "--format", "json",
-                 "--linger", "0.3", "--token", "s3cret")
+    proc = spawn(
+        "check",
+        str(CARD),
+        "--events",
+        "tcp://127.0.0.1:0",
+        "--format",
+        "json",
+        "--linger",
+        "0.3",
+        "--token",
+        "s3cret",
+    )
     try:
         assert proc.stderr is not None
         port = proc.stderr.readline().strip().rsplit(":", 1)[1]
         client = subprocess.run(
-            [sys.executable, str(ROOT / "examples" / "simulator_client.py"), "127.0.0.1", port,
-             str(EXAMPLES / "events" / "card_replace_damaged.jsonl")],
-            capture_output=True, text=True, timeout=60, check=False)
+            [
+                sys.executable,
+                str(ROOT / "examples" / "simulator_client.py"),
+                "127.0.0.1",
+                port,
+                str(EXAMPLES / "events" / "card_replace_damaged.jsonl"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as sock:
             # An admitted client with whole conversations, so the run can end.
-            sock.sendall(b"s3cret\n" + (EXAMPLES / "events" / "card_replace_damaged.jsonl")
-                         .read_bytes())
+            sock.sendall(
+                b"s3cret\n" + (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_bytes()
+            )
         _, stderr = proc.communicate(timeout=30)
     finally:
         stop(proc)
@@ -226,8 +314,9 @@ def test_follow_says_it_waits_for_a_file_that_does_not_exist_yet(tmp_path: Path)
 
 
 def test_listening_remotely_without_a_token_is_warned_about() -> None:
-    proc = spawn("check", str(CARD), "--events", "tcp://127.0.0.1:0", "--listen-remote",
-                 "--linger", "0.2")
+    proc = spawn(
+        "check", str(CARD), "--events", "tcp://127.0.0.1:0", "--listen-remote", "--linger", "0.2"
+    )
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()

@@ -43,15 +43,19 @@ def expected() -> Rows:
 
 def evaluator() -> ms.Evaluator:
     runs = load_results(RESULTS)
-    return ms.Evaluator(ms.load_scenarios([EXAMPLES / "scenarios"]),
-                        assignments={cid: run.scenario for cid, run in runs.items()})
+    return ms.Evaluator(
+        ms.load_scenarios([EXAMPLES / "scenarios"]),
+        assignments={cid: run.scenario for cid, run in runs.items()},
+    )
 
 
 def rows(judged: ms.Evaluator) -> Rows:
     judged.finish_all()
     assert judged.unmatched() == []
-    return {r.conversation_id: [(a.index, a.kind, a.verdict, a.decided_at) for a in r.assertions]
-            for r in judged.results()}
+    return {
+        r.conversation_id: [(a.index, a.kind, a.verdict, a.decided_at) for a in r.assertions]
+        for r in judged.results()
+    }
 
 
 def judge(events: Path) -> Rows:
@@ -73,8 +77,9 @@ def test_interleaved_feed_matches_expected_md() -> None:
     assert got == {cid: rows for cid, rows in expected().items() if cid in got}
 
 
-@pytest.mark.parametrize("events", sorted(p.name for p in (EXAMPLES / "events").glob("*.jsonl")
-                                          if p.name != "all.jsonl"))
+@pytest.mark.parametrize(
+    "events", sorted(p.name for p in (EXAMPLES / "events").glob("*.jsonl") if p.name != "all.jsonl")
+)
 def test_each_scenario_file_matches_expected_md(events: str) -> None:
     got = judge(EXAMPLES / "events" / events)
     want = expected()
@@ -98,9 +103,16 @@ def test_every_conversation_has_a_results_file_and_only_the_listed_ones_differ()
             judged.push_chunk(path.read_bytes())
     judged.push_chunk(document_lines(next((EXAMPLES / "trackers").glob("*.json")).read_bytes())[1])
     judged.finish_all()
-    differ = {(Path(runs[r.conversation_id].path).relative_to(RESULTS).as_posix(), d.index,
-               d.verdict, d.recorded)
-              for r in judged.results() for d in compare(r, runs[r.conversation_id])}
+    differ = {
+        (
+            Path(runs[r.conversation_id].path).relative_to(RESULTS).as_posix(),
+            d.index,
+            d.verdict,
+            d.recorded,
+        )
+        for r in judged.results()
+        for d in compare(r, runs[r.conversation_id])
+    }
     # expected.md, "Where the results folder differs": the buttons-payload divergence.
     assert differ == {(f"identity_check/run_{n}.json", 3, "passed", "failed") for n in (1, 2, 3)}
 
@@ -111,6 +123,11 @@ def test_the_demo_data_is_the_examples_folder_itself() -> None:
 
 
 def test_the_generated_files_are_up_to_date() -> None:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "make_all.py"), "--check"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "make_all.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

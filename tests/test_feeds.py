@@ -81,7 +81,10 @@ async def receive_exactly(stream: ByteStream, size: int) -> bytes:
 
 def event(n: int, width: int = 10) -> bytes:
     return b'{"conversation_id":"c-%d","sequence":%d,"user":{"text":"%s"}}' % (
-        n % 7, n, b"x" * width)
+        n % 7,
+        n,
+        b"x" * width,
+    )
 
 
 def cut(line: bytes, limit: int) -> bytes:
@@ -93,7 +96,8 @@ def cut(line: bytes, limit: int) -> bytes:
 
 
 async def test_file_feed_delivers_every_line_in_numbered_chunks_of_whole_lines(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     parts = []
     for n in range(10_000):
         ending = b"\r\n" if n % 5 == 0 else b"\n"
@@ -107,8 +111,7 @@ async def test_file_feed_delivers_every_line_in_numbered_chunks_of_whole_lines(
     path.write_bytes(content)
 
     async with open_feed(str(path)) as feed:
-        assert (feed.name, feed.live, feed.address, feed.connections) == (
-            str(path), False, None, 0)
+        assert (feed.name, feed.live, feed.address, feed.connections) == (str(path), False, None, 0)
         chunks = await read_all(feed)
 
     assert len(chunks) > 8
@@ -122,16 +125,19 @@ async def test_file_feed_delivers_every_line_in_numbered_chunks_of_whole_lines(
         line += chunk.data.count(b"\n")
 
 
-@pytest.mark.parametrize(("chunk", "size", "pieces"), [
-    (b"", 4, []),
-    (b"ab\n", 4, [b"ab\n"]),
-    (b"ab\ncd\nef\n", 4, [b"ab\n", b"cd\n", b"ef\n"]),
-    (b"ab\ncd\nef\n", 6, [b"ab\ncd\n", b"ef\n"]),
-    (b"a\nbcdefgh\ni\n", 4, [b"a\n", b"bcdefgh\n", b"i\n"]),  # a long line stays whole
-    (b"abcdefgh\n", 4, [b"abcdefgh\n"]),
-    (b"ab\ncd\nef", 4, [b"ab\n", b"cd\n", b"ef"]),  # a final partial line is its own piece
-], ids=["empty", "one", "one-per-piece", "two-per-piece", "long-line", "only-long",
-        "partial-end"])
+@pytest.mark.parametrize(
+    ("chunk", "size", "pieces"),
+    [
+        (b"", 4, []),
+        (b"ab\n", 4, [b"ab\n"]),
+        (b"ab\ncd\nef\n", 4, [b"ab\n", b"cd\n", b"ef\n"]),
+        (b"ab\ncd\nef\n", 6, [b"ab\ncd\n", b"ef\n"]),
+        (b"a\nbcdefgh\ni\n", 4, [b"a\n", b"bcdefgh\n", b"i\n"]),  # a long line stays whole
+        (b"abcdefgh\n", 4, [b"abcdefgh\n"]),
+        (b"ab\ncd\nef", 4, [b"ab\n", b"cd\n", b"ef"]),  # a final partial line is its own piece
+    ],
+    ids=["empty", "one", "one-per-piece", "two-per-piece", "long-line", "only-long", "partial-end"],
+)
 def test_split_lines_cuts_at_line_ends(chunk: bytes, size: int, pieces: list[bytes]) -> None:
     assert list(split_lines(chunk, size)) == pieces
     assert b"".join(split_lines(chunk, size)) == chunk
@@ -164,7 +170,7 @@ def test_a_stdin_read_of_a_pipe_being_written_loses_and_reorders_nothing() -> No
     def write() -> None:
         with os.fdopen(write_fd, "wb", buffering=0) as pipe:
             for start in range(0, len(data), 4096):
-                pipe.write(data[start:start + 4096])
+                pipe.write(data[start : start + 4096])
 
     writer = threading.Thread(target=write)
     writer.start()
@@ -187,7 +193,7 @@ async def test_stdin_feed_reads_a_pipe_without_blocking_the_event_loop() -> None
         time.sleep(0.3)  # the feed waits on an empty pipe meanwhile
         with os.fdopen(write_fd, "wb", buffering=0) as pipe:
             for start in range(0, len(content), 777):  # pieces that split lines
-                pipe.write(content[start:start + 777])
+                pipe.write(content[start : start + 777])
                 time.sleep(0.001)
 
     writer = threading.Thread(target=write)
@@ -219,14 +225,18 @@ async def test_stdin_feed_reads_a_pipe_without_blocking_the_event_loop() -> None
     assert ticks_before_data >= 10
     assert b"".join(chunk.data for chunk in chunks) == content + b"\n"
     assert [chunk.first_line for chunk in chunks] == [
-        1 + sum(c.data.count(b"\n") for c in chunks[:i]) for i in range(len(chunks))]
+        1 + sum(c.data.count(b"\n") for c in chunks[:i]) for i in range(len(chunks))
+    ]
 
 
 async def test_stdin_feed_reads_a_stream_without_a_file_descriptor() -> None:
     async with open_feed("-", stdin=io.BytesIO(b'{"n":1}\n\n{"n":2}')) as feed:
         chunks = await read_all(feed)
     assert [line for chunk in chunks for line in numbered(chunk)] == [
-        (1, b'{"n":1}\n'), (2, b"\n"), (3, b'{"n":2}\n')]
+        (1, b'{"n":1}\n'),
+        (2, b"\n"),
+        (3, b'{"n":2}\n'),
+    ]
 
 
 class Descriptor:
@@ -266,8 +276,9 @@ anyio.run(main)
 
 @live
 def test_a_process_that_stops_reading_stdin_exits_while_the_writer_is_still_there() -> None:
-    with subprocess.Popen([sys.executable, "-c", STOP_AFTER_ONE_CHUNK], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE) as child:
+    with subprocess.Popen(
+        [sys.executable, "-c", STOP_AFTER_ONE_CHUNK], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as child:
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(b'{"n":1}\n')
         child.stdin.flush()  # and keep the pipe open: the feed's read never returns
@@ -283,7 +294,8 @@ def test_a_process_that_stops_reading_stdin_exits_while_the_writer_is_still_ther
 
 @live
 async def test_follow_waits_for_the_file_and_reads_lines_as_they_are_appended(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "events.jsonl"
     lines = [event(n) + b"\n" for n in range(40)]
 
@@ -294,8 +306,10 @@ async def test_follow_waits_for_the_file_and_reads_lines_as_they_are_appended(
                 fh.write(line)
                 await anyio.sleep(0.002)
 
-    async with open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed, \
-            anyio.create_task_group() as tg:
+    async with (
+        open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed,
+        anyio.create_task_group() as tg,
+    ):
         assert (feed.name, feed.live, feed.address) == (f"follow:{path}", True, None)
         tg.start_soon(write)
         assert await LineReader(feed).take(40) == list(enumerate(lines, start=1))
@@ -311,7 +325,7 @@ async def test_follow_joins_a_line_written_in_two_pieces(tmp_path: Path) -> None
         with path.open("ab", buffering=0) as fh:
             fh.write(b'{"n":')
             await anyio.sleep(0.1)  # several polls see only the first piece
-            fh.write(b'2}\r\n')
+            fh.write(b"2}\r\n")
         assert await reader.take(1) == [(2, b'{"n":2}\r\n')]
 
 
@@ -322,7 +336,10 @@ async def test_follow_starts_again_from_the_top_after_truncation(tmp_path: Path)
     async with open_feed(f"follow:{path}", follow=FollowOptions(poll_interval=0.01)) as feed:
         reader = LineReader(feed)
         assert [line for _, line in await reader.take(3)] == [
-            b'{"a":1}\n', b'{"a":2}\n', b'{"a":3}\n']
+            b'{"a":1}\n',
+            b'{"a":2}\n',
+            b'{"a":3}\n',
+        ]
         await anyio.sleep(0.05)
         path.write_bytes(b'{"b":1}\n')  # truncates, then writes less than was there
         assert await reader.take(1) == [(1, b'{"b":1}\n')]
@@ -343,7 +360,10 @@ async def test_follow_finishes_the_rotated_file_then_reads_the_new_one(tmp_path:
         path.rename(tmp_path / "events.jsonl.1")
         path.write_bytes(b'{"new":1}\n')
         assert await reader.take(3) == [
-            (2, b'{"old":2}\n'), (3, b'{"old":3}\n'), (1, b'{"new":1}\n')]
+            (2, b'{"old":2}\n'),
+            (3, b'{"old":3}\n'),
+            (1, b'{"new":1}\n'),
+        ]
         with path.open("ab") as fh:
             fh.write(b'{"new":2}\n')
         assert await reader.take(1) == [(2, b'{"new":2}\n')]
@@ -385,8 +405,7 @@ async def test_tcp_feed_serves_concurrent_clients_and_replies_to_each() -> None:
         clients = [await anyio.connect_tcp("127.0.0.1", int(match[1])) for _ in range(3)]
         try:
             await wait_until(lambda: feed.connections == 3)
-            sent = {i: [b'{"client":%d,"n":%d}\r\n' % (i, n) for n in range(20)]
-                    for i in range(3)}
+            sent = {i: [b'{"client":%d,"n":%d}\r\n' % (i, n) for n in range(20)] for i in range(3)}
             for n in range(20):  # every client is mid-line while the others write
                 for i, client in enumerate(clients):
                     await client.send(sent[i][n][:7])
@@ -395,10 +414,13 @@ async def test_tcp_feed_serves_concurrent_clients_and_replies_to_each() -> None:
             for i, client in enumerate(clients):
                 expected = b"".join(b"ack " + line[:-2] + b"\n" for line in sent[i])
                 assert await receive_exactly(client, len(expected)) == expected
-            names = {f"tcp 127.0.0.1:{client.extra(SocketAttribute.local_port)}": i
-                     for i, client in enumerate(clients)}
+            names = {
+                f"tcp 127.0.0.1:{client.extra(SocketAttribute.local_port)}": i
+                for i, client in enumerate(clients)
+            }
             assert {peer.name: lines for peer, lines in seen.items()} == {
-                name: list(enumerate(sent[i], start=1)) for name, i in names.items()}
+                name: list(enumerate(sent[i], start=1)) for name, i in names.items()
+            }
         finally:
             for client in clients:
                 await client.aclose()
@@ -427,21 +449,20 @@ async def test_a_client_that_disconnects_mid_line_loses_only_that_line() -> None
 
             await stays.send(b'{"stays":1}\n')
             assert await receive_exactly(stays, 16) == b'ack {"stays":1}\n'
-            by_name = {peer.name.partition(":")[2]: (peer, lines)
-                       for peer, lines in seen.items()}
+            by_name = {peer.name.partition(":")[2]: (peer, lines) for peer, lines in seen.items()}
             gone, gone_lines = by_name[str(leaves_port)]
             assert gone_lines == [(1, b'{"leaves":1}\n')]
             assert gone.closed
             await gone.send(b"too late")  # dropped, not raised
             assert by_name[str(stays.extra(SocketAttribute.local_port))][1] == [
-                (1, b'{"stays":1}\n')]
+                (1, b'{"stays":1}\n')
+            ]
         await wait_until(lambda: feed.connections == 0)
         tg.cancel_scope.cancel()
 
 
 @live
-async def test_a_client_that_sends_garbage_and_vanishes_leaves_the_others_lines_in_order(
-        ) -> None:
+async def test_a_client_that_sends_garbage_and_vanishes_leaves_the_others_lines_in_order() -> None:
     seen: dict[Peer, list[tuple[int, bytes]]] = {}
     async with open_feed("tcp://127.0.0.1:0") as feed, anyio.create_task_group() as tg:
         assert feed.address is not None
@@ -451,8 +472,7 @@ async def test_a_client_that_sends_garbage_and_vanishes_leaves_the_others_lines_
         try:
             bad = await anyio.connect_tcp("127.0.0.1", port)
             await wait_until(lambda: feed.connections == 4)
-            sent = {i: [b'{"client":%d,"n":%d}\n' % (i, n) for n in range(30)]
-                    for i in range(3)}
+            sent = {i: [b'{"client":%d,"n":%d}\n' % (i, n) for n in range(30)] for i in range(3)}
             for n in range(30):
                 for i, client in enumerate(good):
                     await client.send(sent[i][n][:5])  # everyone is mid-line ...
@@ -466,10 +486,13 @@ async def test_a_client_that_sends_garbage_and_vanishes_leaves_the_others_lines_
                 expected = b"".join(b"ack " + line for line in sent[i])
                 assert await receive_exactly(client, len(expected)) == expected
             await wait_until(lambda: feed.connections == 3)
-            ports = {f"tcp 127.0.0.1:{client.extra(SocketAttribute.local_port)}": i
-                     for i, client in enumerate(good)}
+            ports = {
+                f"tcp 127.0.0.1:{client.extra(SocketAttribute.local_port)}": i
+                for i, client in enumerate(good)
+            }
             assert {peer.name: lines for peer, lines in seen.items()} == {
-                name: list(enumerate(sent[i], start=1)) for name, i in ports.items()}
+                name: list(enumerate(sent[i], start=1)) for name, i in ports.items()
+            }
         finally:
             for client in good:
                 await client.aclose()
@@ -533,7 +556,8 @@ async def test_a_sender_that_was_ahead_from_the_start_is_slowed_down_too() -> No
 
 @live
 async def test_unix_feed_replaces_a_stale_socket_serves_clients_and_cleans_up(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "feed.sock"
     with socket.socket(socket.AF_UNIX) as stale:
         stale.bind(str(path))  # left behind: nobody listens on it any more
@@ -543,8 +567,7 @@ async def test_unix_feed_replaces_a_stale_socket_serves_clients_and_cleans_up(
     async with open_feed(f"unix:{path}") as feed, anyio.create_task_group() as tg:
         assert (feed.address, feed.live) == (f"unix:{path}", True)
         tg.start_soon(reply_to_every_line, feed, seen)
-        async with await anyio.connect_unix(path) as one, \
-                await anyio.connect_unix(path) as two:
+        async with await anyio.connect_unix(path) as one, await anyio.connect_unix(path) as two:
             await wait_until(lambda: feed.connections == 2)
             for n in range(5):
                 await one.send(b'{"one":%d}\n' % n)
@@ -569,25 +592,51 @@ async def test_unix_feed_replaces_a_stale_socket_serves_clients_and_cleans_up(
 FORMS = "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("{tmp}/missing.jsonl", "cannot read events from `{tmp}/missing.jsonl`: "
-                            "No such file or directory"),
-    ("{tmp}", "no event files in directory `{tmp}` (expected *.json, *.jsonl, *.ndjson, "
-              "*.log)"),
-    ("follow:{tmp}", "cannot follow `{tmp}`: Is a directory"),
-    ("tcp://127.0.0.1", "bad event source `tcp://127.0.0.1`: expected `tcp://HOST:PORT`, "
-                        "e.g. `tcp://127.0.0.1:7777`"),
-    ("tcp://127.0.0.1:99999", "bad event source `tcp://127.0.0.1:99999`: "
-                              "port `99999` is not a number from 0 to 65535"),
-    ("follow:", "bad event source `follow:`: expected `follow:PATH`"),
-    ("unix:", "bad event source `unix:`: expected `unix:PATH`"),
-    ("udp://127.0.0.1:7777", f"bad event source `udp://127.0.0.1:7777`: "
-                             f"unknown scheme `udp`; expected {FORMS}"),
-    ("", f"bad event source: empty; expected {FORMS}"),
-], ids=["missing-file", "directory", "follow-directory", "tcp-no-port", "tcp-bad-port",
-        "follow-no-path", "unix-no-path", "unknown-scheme", "empty"])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "{tmp}/missing.jsonl",
+            "cannot read events from `{tmp}/missing.jsonl`: No such file or directory",
+        ),
+        (
+            "{tmp}",
+            "no event files in directory `{tmp}` (expected *.json, *.jsonl, *.ndjson, *.log)",
+        ),
+        ("follow:{tmp}", "cannot follow `{tmp}`: Is a directory"),
+        (
+            "tcp://127.0.0.1",
+            "bad event source `tcp://127.0.0.1`: expected `tcp://HOST:PORT`, "
+            "e.g. `tcp://127.0.0.1:7777`",
+        ),
+        (
+            "tcp://127.0.0.1:99999",
+            "bad event source `tcp://127.0.0.1:99999`: "
+            "port `99999` is not a number from 0 to 65535",
+        ),
+        ("follow:", "bad event source `follow:`: expected `follow:PATH`"),
+        ("unix:", "bad event source `unix:`: expected `unix:PATH`"),
+        (
+            "udp://127.0.0.1:7777",
+            f"bad event source `udp://127.0.0.1:7777`: unknown scheme `udp`; expected {FORMS}",
+        ),
+        ("", f"bad event source: empty; expected {FORMS}"),
+    ],
+    ids=[
+        "missing-file",
+        "directory",
+        "follow-directory",
+        "tcp-no-port",
+        "tcp-bad-port",
+        "follow-no-path",
+        "unix-no-path",
+        "unknown-scheme",
+        "empty",
+    ],
+)
 async def test_a_source_that_cannot_be_opened_raises_feed_error_on_entering(
-        spec: str, message: str, tmp_path: Path) -> None:
+    spec: str, message: str, tmp_path: Path
+) -> None:
     feed = open_feed(spec.format(tmp=tmp_path))  # constructing never fails
     with pytest.raises(FeedError) as raised:
         async with feed:
@@ -604,7 +653,8 @@ async def test_a_port_in_use_raises_feed_error() -> None:
             async with open_feed(f"tcp://127.0.0.1:{port}"):
                 pass
     assert str(raised.value) == (
-        f"cannot listen on `tcp://127.0.0.1:{port}`: Address already in use")
+        f"cannot listen on `tcp://127.0.0.1:{port}`: Address already in use"
+    )
 
 
 async def test_a_unix_path_that_is_a_regular_file_is_left_alone(tmp_path: Path) -> None:
@@ -613,8 +663,10 @@ async def test_a_unix_path_that_is_a_regular_file_is_left_alone(tmp_path: Path) 
     with pytest.raises(FeedError) as raised:
         async with open_feed(f"unix:{path}"):
             pass
-    assert str(raised.value) == (f"cannot listen on `unix:{path}`: the path exists and is "
-                                 f"not a socket; refusing to replace it")
+    assert str(raised.value) == (
+        f"cannot listen on `unix:{path}`: the path exists and is "
+        f"not a socket; refusing to replace it"
+    )
     assert path.read_bytes() == b"precious\n"
 
 
@@ -626,25 +678,33 @@ async def test_a_unix_socket_with_a_live_listener_is_not_taken_over(tmp_path: Pa
                 pass
         assert path.is_socket()
     assert str(raised.value) == (
-        f"cannot listen on `unix:{path}`: another process is listening on it")
+        f"cannot listen on `unix:{path}`: another process is listening on it"
+    )
 
 
 async def test_overlong_lines_become_lines_the_decoder_rejects(tmp_path: Path) -> None:
-    medium = event(1, width=150)   # too long, arrives whole in one read
+    medium = event(1, width=150)  # too long, arrives whole in one read
     huge = event(2, width=300_000)  # too long, spans several reads
-    last = event(3, width=150)      # too long, and no newline at the end
+    last = event(3, width=150)  # too long, and no newline at the end
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"ok":1}\n' + medium + b'\n{"ok":2}\r\n' + huge + b'\n{"ok":3}\n' + last)
 
     async with open_feed(str(path), max_line_bytes=100) as feed:
         lines = [line for chunk in await read_all(feed) for line in numbered(chunk)]
 
-    assert lines == [(1, b'{"ok":1}\n'), (2, cut(medium, 100)), (3, b'{"ok":2}\r\n'),
-                     (4, cut(huge, 100)), (5, b'{"ok":3}\n'), (6, cut(last, 100))]
+    assert lines == [
+        (1, b'{"ok":1}\n'),
+        (2, cut(medium, 100)),
+        (3, b'{"ok":2}\r\n'),
+        (4, cut(huge, 100)),
+        (5, b'{"ok":3}\n'),
+        (6, cut(last, 100)),
+    ]
     decoder = EventDecoder(str(path))
     for number in (2, 4, 6):
-        with pytest.raises(EventError,
-                           match=rf":{number}: bad event: malformed JSON.*\n    <line cut off"):
+        with pytest.raises(
+            EventError, match=rf":{number}: bad event: malformed JSON.*\n    <line cut off"
+        ):
             decoder.decode_line(lines[number - 1][1], number)
 
 
@@ -675,11 +735,19 @@ async def test_an_overlong_line_is_reported_before_its_end_arrives() -> None:
         writer.join()
 
 
-@pytest.mark.parametrize("spec", ["{tmp}/events.jsonl", "follow:{tmp}/events.jsonl",
-                                  "tcp://127.0.0.1:0", "unix:{tmp}/feed.sock"],
-                         ids=["file", "follow", "tcp", "unix"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "{tmp}/events.jsonl",
+        "follow:{tmp}/events.jsonl",
+        "tcp://127.0.0.1:0",
+        "unix:{tmp}/feed.sock",
+    ],
+    ids=["file", "follow", "tcp", "unix"],
+)
 async def test_an_error_raised_while_consuming_leaves_the_feed_unwrapped(
-        spec: str, tmp_path: Path) -> None:
+    spec: str, tmp_path: Path
+) -> None:
     (tmp_path / "events.jsonl").write_bytes(b"{}\n")
     error = EventError("consumer gave up", source="x", line=1)
     with pytest.raises(EventError) as raised:

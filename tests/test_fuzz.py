@@ -73,23 +73,36 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "eval"
 SOURCE = "fuzz.jsonl"
 
 # Sorted for a stable order: Hypothesis replays examples by index.
-EXAMPLE_LINES: tuple[bytes, ...] = tuple(sorted({
-    line
-    for path in sorted((EXAMPLES / "events").glob("*.jsonl"))
-    for line in path.read_bytes().splitlines()
-    if line.strip()
-}))
+EXAMPLE_LINES: tuple[bytes, ...] = tuple(
+    sorted(
+        {
+            line
+            for path in sorted((EXAMPLES / "events").glob("*.jsonl"))
+            for line in path.read_bytes().splitlines()
+            if line.strip()
+        }
+    )
+)
 SCENARIOS = ms.load_scenarios([str(EXAMPLES / "scenarios")])
 # Which scenario each example conversation ran (its evaluate_agent results file),
 # also under the `clean/` ids the resilience properties give them.
-ASSIGNMENTS = {prefix + cid: run.scenario for cid, run in load_results(
-    EXAMPLES / "results" / "2026-12-01T09-00-00").items() for prefix in ("", "clean/")}
+ASSIGNMENTS = {
+    prefix + cid: run.scenario
+    for cid, run in load_results(EXAMPLES / "results" / "2026-12-01T09-00-00").items()
+    for prefix in ("", "clean/")
+}
 ONE_SCENARIO = next(s for s in SCENARIOS if s.stem == "card_replace_damaged")
 
 # Tuned so the file runs in well under 30 s on a busy 2-core machine.
-FUZZ = settings(max_examples=200, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 FEW = settings(FUZZ, max_examples=80)
 LONG = settings(FUZZ, max_examples=5000)
 
@@ -104,8 +117,7 @@ def evaluator(kind: str) -> ms.Evaluator:
     conversation against one scenario; ``reordering``: several, with a small reorder
     window (the default is large)."""
     if kind == "reordering":
-        return ms.Evaluator(SCENARIOS, source=SOURCE, reorder_window=8,
-                            assignments=ASSIGNMENTS)
+        return ms.Evaluator(SCENARIOS, source=SOURCE, reorder_window=8, assignments=ASSIGNMENTS)
     if kind == "several":
         return ms.Evaluator(SCENARIOS, source=SOURCE, assignments=ASSIGNMENTS)
     return ms.Evaluator([ONE_SCENARIO], source=SOURCE)
@@ -174,29 +186,58 @@ NESTED = b"[" * 100_000 + b"]" * 100_000
 TWO_VALUES_THEN_A_BAD_TOOL_RUN = (
     b'{"conversation_id":"c","user":{}}%s{"conversation_id":"c","future_kind":{}}\n'
     b'{"conversation_id":"c","tool_executed":{"tool_name":"t","source":"local",'
-    b'"arguments_json":"x"}}\n')
+    b'"arguments_json":"x"}}\n'
+)
 # (name, entry point, input, open bug or None). Every one of them once let an
 # exception other than MantleStreamError out, or broke an EventError's form;
 # those with a bug still do (strict xfail), the rest are regression tests.
 HOSTILE_CASES: list[tuple[str, str, bytes, str | None]] = [
-    ("deep-metadata", "push_chunk",
-     b'{"conversation_id":"c","metadata":{"a":' + NESTED + b'},"user":{}}', None),
-    ("deep-unknown-field", "push_chunk",
-     b'{"conversation_id":"c","x":' + NESTED + b',"user":{}}', None),
-    ("deep-unknown-field", "decode_chunk",
-     b'{"conversation_id":"c","x":' + NESTED + b',"user":{}}', None),
-    ("deep-value-json", "push_line",
-     b'{"conversation_id":"c","memory_set":{"name":"n","value_json":"' + NESTED + b'"}}', None),
+    (
+        "deep-metadata",
+        "push_chunk",
+        b'{"conversation_id":"c","metadata":{"a":' + NESTED + b'},"user":{}}',
+        None,
+    ),
+    (
+        "deep-unknown-field",
+        "push_chunk",
+        b'{"conversation_id":"c","x":' + NESTED + b',"user":{}}',
+        None,
+    ),
+    (
+        "deep-unknown-field",
+        "decode_chunk",
+        b'{"conversation_id":"c","x":' + NESTED + b',"user":{}}',
+        None,
+    ),
+    (
+        "deep-value-json",
+        "push_line",
+        b'{"conversation_id":"c","memory_set":{"name":"n","value_json":"' + NESTED + b'"}}',
+        None,
+    ),
     ("deep-legacy-row", "push_line", b'{"event":"slot","value":' + NESTED + b"}", None),
     ("trailing-characters", "decode_chunk", b"{}{", None),
-    ("out-of-range-in-unknown-kind", "push_chunk",
-     b'{"conversation_id":"c","x":1e400,"future_kind":{}}', None),
+    (
+        "out-of-range-in-unknown-kind",
+        "push_chunk",
+        b'{"conversation_id":"c","x":1e400,"future_kind":{}}',
+        None,
+    ),
     ("out-of-range-in-legacy-row", "push_line", b'{"event":"user","x":1e400}', None),
     ("surrogateescape-str", "push_line_str", b'{"conversation_id":"c\xff","user":{}}', None),
-    ("line-break-in-unknown-key", "decode_chunk",
-     b'{"conversation_id":"c","a\\nb":{},"future_kind":{}}', None),
-    ("line-break-in-value-json", "push_line",
-     b'{"conversation_id":"c","memory_set":{"name":"n","value_json":"1\\n2"}}', None),
+    (
+        "line-break-in-unknown-key",
+        "decode_chunk",
+        b'{"conversation_id":"c","a\\nb":{},"future_kind":{}}',
+        None,
+    ),
+    (
+        "line-break-in-value-json",
+        "push_line",
+        b'{"conversation_id":"c","memory_set":{"name":"n","value_json":"1\\n2"}}',
+        None,
+    ),
     ("cr-inside-a-line", "push_chunk", b'{"conversation_id":"c","user":{}}\r{"x"\n', None),
     ("two-values-on-a-line", "push_chunk", TWO_VALUES_THEN_A_BAD_TOOL_RUN % b" ", None),
     ("cr-separated-values", "push_chunk", TWO_VALUES_THEN_A_BAD_TOOL_RUN % b"\r", None),
@@ -230,8 +271,9 @@ def _check_event_error(exc: ms.EventError, lines: list[bytes], first: int) -> No
     named = lines[exc.line - first].decode("utf-8", "replace").strip()
     excerpt = exc.excerpt.removesuffix("…").rstrip("\ufffd")
     # Control characters may be written as escapes (`\x13`, `\r`).
-    assert named.startswith(excerpt) or named.translate(ESCAPES).startswith(excerpt), \
+    assert named.startswith(excerpt) or named.translate(ESCAPES).startswith(excerpt), (
         f"excerpt {excerpt!r} is not line {exc.line}: {named!r}"
+    )
 
 
 def _guarded(call: Callable[[], object], lines: list[bytes], first: int) -> str:
@@ -263,19 +305,23 @@ def decode_chunk_raises_only_event_errors(data: bytes, first: int) -> None:
     _guarded(lambda: decoder.decode_chunk(data, first), lines, first)
 
 
-def push_chunk_raises_only_event_errors(ev: ms.Evaluator, pieces: list[bytes],
-                                        stop_at_failure: bool = False) -> None:
+def push_chunk_raises_only_event_errors(
+    ev: ms.Evaluator, pieces: list[bytes], stop_at_failure: bool = False
+) -> None:
     for piece in pieces:
         before = ev.lines_read
         outcome = _guarded(
             functools.partial(ev.push_chunk, piece, stop_at_failure=stop_at_failure),
-            piece.split(b"\n"), before + 1)
+            piece.split(b"\n"),
+            before + 1,
+        )
         if outcome != "known":
             assert ev.lines_read == before + _line_count(piece)
 
 
-def push_line_raises_only_event_errors(ev: ms.Evaluator, lines: list[bytes],
-                                       as_text: bool = False) -> None:
+def push_line_raises_only_event_errors(
+    ev: ms.Evaluator, lines: list[bytes], as_text: bool = False
+) -> None:
     for line in lines:
         before = ev.lines_read
         arg: bytes | str = line.decode("utf-8", "surrogateescape") if as_text else line
@@ -296,8 +342,9 @@ def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(bounds)] or [data]
 
 
-def exercise_every_entry_point(data: bytes, cuts: list[int], kind: str, first: int,
-                               as_text: bool, stop_at_failure: bool) -> None:
+def exercise_every_entry_point(
+    data: bytes, cuts: list[int], kind: str, first: int, as_text: bool, stop_at_failure: bool
+) -> None:
     decode_chunk_raises_only_event_errors(data, first)
     push_chunk_raises_only_event_errors(evaluator(kind), _cut(data, cuts), stop_at_failure)
     push_line_raises_only_event_errors(evaluator(kind), data.split(b"\n"), as_text)
@@ -314,32 +361,123 @@ def exercise_every_entry_point(data: bytes, cuts: list[int], kind: str, first: i
 
 # Raw JSON (or almost-JSON) values of every type and trouble.
 RAW_VALUES: tuple[bytes, ...] = (
-    b"null", b"true", b"false", b"0", b"-1", b"1.5", b"-0", b"1e400", b"-1e400", b"1e-400",
-    b"123456789012345678901234567890", b"18446744073709551616", b"9223372036854775808",
-    b"-9223372036854775809", b'""', b'"x"', b"[]", b"{}", b'[1,"a",null]', b'{"a":1}',
-    b"NaN", b"Infinity", b"-Infinity", b"nan", b"inf", b"+1", b"01", b".5",
-    b'"\\ud800"', b'"\\udc00"', b'"\\ud800\\ud800"', b'"\\udbff\\udfff"', b'"\\u0000"',
-    b'"\xff\xfe"', b'"\xed\xa0\x80"', b'"\xc0\x80"', b'"\xc3"', b'"\xf4\x90\x80\x80"',
-    b'"a\\nb"', b'"\\r\\n"', b'"\xe2\x80\xa8"', b'"\x1b[31m"', b'"\\u001b[31m"', b'"a\tb"',
+    b"null",
+    b"true",
+    b"false",
+    b"0",
+    b"-1",
+    b"1.5",
+    b"-0",
+    b"1e400",
+    b"-1e400",
+    b"1e-400",
+    b"123456789012345678901234567890",
+    b"18446744073709551616",
+    b"9223372036854775808",
+    b"-9223372036854775809",
+    b'""',
+    b'"x"',
+    b"[]",
+    b"{}",
+    b'[1,"a",null]',
+    b'{"a":1}',
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"nan",
+    b"inf",
+    b"+1",
+    b"01",
+    b".5",
+    b'"\\ud800"',
+    b'"\\udc00"',
+    b'"\\ud800\\ud800"',
+    b'"\\udbff\\udfff"',
+    b'"\\u0000"',
+    b'"\xff\xfe"',
+    b'"\xed\xa0\x80"',
+    b'"\xc0\x80"',
+    b'"\xc3"',
+    b'"\xf4\x90\x80\x80"',
+    b'"a\\nb"',
+    b'"\\r\\n"',
+    b'"\xe2\x80\xa8"',
+    b'"\x1b[31m"',
+    b'"\\u001b[31m"',
+    b'"a\tb"',
 )
 # Contents of value_json / arguments_json / result_json (JSON-encoded as strings).
 JSON_TEXTS: tuple[str, ...] = (
-    "", " ", "{", "}", "[1]", '"x"', "1e400", "-1e400", "NaN", "Infinity", "nul", '{"a":',
-    "1 2", "{}{}", "\ud800", "42", "null", "true", "{}", '{"shipping":"standard"}',
-    "123456789012345678901234567890", "-0", "1.0", "1\n2", "{\r}", '{"a":1,"a":2}',
-    "[" * 50 + "]" * 50, "[" * 3000 + "]" * 3000, '{"a":' * 2000 + "1" + "}" * 2000,
+    "",
+    " ",
+    "{",
+    "}",
+    "[1]",
+    '"x"',
+    "1e400",
+    "-1e400",
+    "NaN",
+    "Infinity",
+    "nul",
+    '{"a":',
+    "1 2",
+    "{}{}",
+    "\ud800",
+    "42",
+    "null",
+    "true",
+    "{}",
+    '{"shipping":"standard"}',
+    "123456789012345678901234567890",
+    "-0",
+    "1.0",
+    "1\n2",
+    "{\r}",
+    '{"a":1,"a":2}',
+    "[" * 50 + "]" * 50,
+    "[" * 3000 + "]" * 3000,
+    '{"a":' * 2000 + "1" + "}" * 2000,
 )
 DEPTHS = (8, 64, 500, 999, 1_000, 3_000, 50_000)
 LENGTHS = (300, 5_000, 70_000, MAX_LINE_BYTES)
 KEYS: tuple[str, ...] = (
-    "conversation_id", "sequence", "event_id", "timestamp", "metadata", "session_id",
-    "event", "sender_id", "text", "name", "value", "value_json", "arguments_json",
-    "tool_name", "source", "skill_id", "buttons", "scenario", *PAYLOAD_TYPES,
-    "future_kind", "",
+    "conversation_id",
+    "sequence",
+    "event_id",
+    "timestamp",
+    "metadata",
+    "session_id",
+    "event",
+    "sender_id",
+    "text",
+    "name",
+    "value",
+    "value_json",
+    "arguments_json",
+    "tool_name",
+    "source",
+    "skill_id",
+    "buttons",
+    "scenario",
+    *PAYLOAD_TYPES,
+    "future_kind",
+    "",
 )
 TOKENS: tuple[bytes, ...] = (
-    b"{", b"}", b"[", b"]", b":", b",", b'"', b"\\", b" ", b"\n", b"\r", b"\t",
-    *(json.dumps(k).encode() for k in KEYS), *RAW_VALUES,
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b",",
+    b'"',
+    b"\\",
+    b" ",
+    b"\n",
+    b"\r",
+    b"\t",
+    *(json.dumps(k).encode() for k in KEYS),
+    *RAW_VALUES,
 )
 SENTINEL = "\x00RAW\x00"
 _SENTINEL_JSON = json.dumps(SENTINEL).encode()
@@ -356,15 +494,17 @@ def _loads(line: bytes) -> Any:
 def _dumps(obj: Any, raw: bytes | None = None) -> bytes:
     """Encode; ``raw`` replaces the value SENTINEL, so any bytes can stand as a value."""
     text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8", "surrogatepass")
+        "utf-8", "surrogatepass"
+    )
     return text if raw is None else text.replace(_SENTINEL_JSON, raw, 1)
 
 
 def _slots(obj: Any, depth: int = 0) -> list[tuple[Any, Any]]:
     """Every (container, key) of a parsed line, down to payload fields and buttons."""
     out: list[tuple[Any, Any]] = []
-    items = obj.items() if isinstance(obj, dict) else enumerate(obj) \
-        if isinstance(obj, list) else ()
+    items = (
+        obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    )
     for key, value in items:
         out.append((obj, key))
         if depth < 3 and isinstance(value, dict | list):
@@ -378,11 +518,12 @@ def _payload_key(obj: dict[str, Any]) -> str | None:
 
 # Byte-level mutations work on anything.
 
+
 def flip_byte(draw: Draw, line: bytes) -> bytes:
     if not line:
         return b"\x80"
     at = draw(st.integers(0, len(line) - 1))
-    return line[:at] + bytes([line[at] ^ draw(st.integers(1, 255))]) + line[at + 1:]
+    return line[:at] + bytes([line[at] ^ draw(st.integers(1, 255))]) + line[at + 1 :]
 
 
 def insert_bytes(draw: Draw, line: bytes) -> bytes:
@@ -393,11 +534,11 @@ def insert_bytes(draw: Draw, line: bytes) -> bytes:
 
 def delete_bytes(draw: Draw, line: bytes) -> bytes:
     at = draw(st.integers(0, len(line)))
-    return line[:at] + line[at + draw(st.integers(1, 16)):]
+    return line[:at] + line[at + draw(st.integers(1, 16)) :]
 
 
 def truncate(draw: Draw, line: bytes) -> bytes:
-    return line[:draw(st.integers(0, len(line)))]
+    return line[: draw(st.integers(0, len(line)))]
 
 
 def duplicate_slice(draw: Draw, line: bytes) -> bytes:
@@ -426,8 +567,9 @@ def glue_lines(draw: Draw, line: bytes) -> bytes:
 
 
 def odd_whitespace(draw: Draw, line: bytes) -> bytes:
-    what: bytes = draw(st.sampled_from([b" \t", b"\x0b", b"\x0c", b"\xc2\xa0",
-                                        b"\xef\xbb\xbf", b"\x00", b"\x1c"]))
+    what: bytes = draw(
+        st.sampled_from([b" \t", b"\x0b", b"\x0c", b"\xc2\xa0", b"\xef\xbb\xbf", b"\x00", b"\x1c"])
+    )
     return what + line if draw(st.booleans()) else line + what
 
 
@@ -444,12 +586,14 @@ def duplicate_key(draw: Draw, line: bytes) -> bytes:
 
 # Structural mutations parse the line first (falling back to a byte-level one).
 
+
 def _structural(fn: Callable[[Draw, Any], bytes | None]) -> Callable[[Draw, bytes], bytes]:
     @functools.wraps(fn)
     def mutate(draw: Draw, line: bytes) -> bytes:
         obj = _loads(line)
         out = fn(draw, obj) if isinstance(obj, dict) else None
         return insert_bytes(draw, line) if out is None else out
+
     return mutate
 
 
@@ -466,8 +610,12 @@ def retype_field(draw: Draw, obj: Any) -> bytes | None:
 @_structural
 def drop_field(draw: Draw, obj: Any) -> bytes | None:
     if draw(st.booleans()):
-        for key in draw(st.sets(st.sampled_from(["conversation_id", "sequence", "sender_id",
-                                                 "metadata"]), min_size=1)):
+        for key in draw(
+            st.sets(
+                st.sampled_from(["conversation_id", "sequence", "sender_id", "metadata"]),
+                min_size=1,
+            )
+        ):
             obj.pop(key, None)
         return _dumps(obj)
     slots = [(p, k) for p, k in _slots(obj) if isinstance(p, dict)]
@@ -489,20 +637,30 @@ def swap_payload(draw: Draw, obj: Any) -> bytes | None:
     elif how == "second":
         obj[current or "user"] = body
         obj[draw(st.sampled_from(sorted(PAYLOAD_TYPES)))] = draw(
-            st.sampled_from([{}, body, None, [], "x"]))
+            st.sampled_from([{}, body, None, [], "x"])
+        )
     elif how == "unknown":
         obj[draw(st.sampled_from(["future_kind", "event", "", "a\nb", "Bot"]))] = body
         if draw(st.booleans()):
             obj["another_future_kind"] = {}
     elif how == "legacy":
-        obj = {"event": draw(st.sampled_from(["user", "bot", "slot", "session_started",
-                                              "action", "restart", ""])),
-               "sender_id": obj.get("conversation_id", obj.get("sender_id")),
-               "sequence": obj.get("sequence"), "metadata": obj.get("metadata"),
-               **(body if isinstance(body, dict) else {})}
+        obj = {
+            "event": draw(
+                st.sampled_from(["user", "bot", "slot", "session_started", "action", "restart", ""])
+            ),
+            "sender_id": obj.get("conversation_id", obj.get("sender_id")),
+            "sequence": obj.get("sequence"),
+            "metadata": obj.get("metadata"),
+            **(body if isinstance(body, dict) else {}),
+        }
         if draw(st.booleans()):
-            obj[draw(st.sampled_from(["text", "name", "value", "data", "timestamp",
-                                      "sender_id", "sequence"]))] = SENTINEL
+            obj[
+                draw(
+                    st.sampled_from(
+                        ["text", "name", "value", "data", "timestamp", "sender_id", "sequence"]
+                    )
+                )
+            ] = SENTINEL
             return _dumps(obj, draw(st.sampled_from(RAW_VALUES)))
     return _dumps(obj)
 
@@ -511,8 +669,11 @@ def swap_payload(draw: Draw, obj: Any) -> bytes | None:
 def bad_json_string(draw: Draw, obj: Any) -> bytes | None:
     """value_json / arguments_json / result_json that are not JSON, or not objects."""
     key = _payload_key(obj)
-    if key not in ("memory_set", "tool_executed") or not isinstance(obj[key], dict) \
-            or draw(st.integers(0, 3)) == 0:
+    if (
+        key not in ("memory_set", "tool_executed")
+        or not isinstance(obj[key], dict)
+        or draw(st.integers(0, 3)) == 0
+    ):
         for k in [k for k in obj if k in PAYLOAD_TYPES]:
             del obj[k]
         if draw(st.booleans()):
@@ -521,8 +682,11 @@ def bad_json_string(draw: Draw, obj: Any) -> bytes | None:
         else:
             key = "tool_executed"
             obj[key] = {"tool_name": "order_replacement", "source": "local"}
-    field = "value_json" if key == "memory_set" else draw(
-        st.sampled_from(["arguments_json", "result_json"]))
+    field = (
+        "value_json"
+        if key == "memory_set"
+        else draw(st.sampled_from(["arguments_json", "result_json"]))
+    )
     obj[key][field] = draw(st.sampled_from(JSON_TEXTS))
     return _dumps(obj)
 
@@ -535,8 +699,11 @@ def nest_deeply(draw: Draw, obj: Any) -> bytes | None:
     parent, key = draw(st.sampled_from(slots))
     parent[key] = SENTINEL
     depth = draw(st.sampled_from(DEPTHS))
-    raw = b"[" * depth + b"]" * depth if draw(st.booleans()) \
+    raw = (
+        b"[" * depth + b"]" * depth
+        if draw(st.booleans())
         else b'{"a":' * depth + b"1" + b"}" * depth
+    )
     return _dumps(obj, raw)
 
 
@@ -562,9 +729,24 @@ def odd_string(draw: Draw, obj: Any) -> bytes | None:
     return _dumps(obj, raw[:-1] + b"tail" + raw[-1:] if draw(st.booleans()) else raw)
 
 
-MUTATIONS = (flip_byte, insert_bytes, delete_bytes, truncate, duplicate_slice, line_breaks,
-             glue_lines, odd_whitespace, duplicate_key, retype_field, drop_field, swap_payload,
-             bad_json_string, nest_deeply, long_string, odd_string)
+MUTATIONS = (
+    flip_byte,
+    insert_bytes,
+    delete_bytes,
+    truncate,
+    duplicate_slice,
+    line_breaks,
+    glue_lines,
+    odd_whitespace,
+    duplicate_key,
+    retype_field,
+    drop_field,
+    swap_payload,
+    bad_json_string,
+    nest_deeply,
+    long_string,
+    odd_string,
+)
 
 
 @st.composite
@@ -576,13 +758,17 @@ def mutated_lines(draw: Draw) -> bytes:
 
 
 token_soup = st.lists(st.sampled_from(TOKENS), max_size=40).map(b"".join)
-hostile_lines = st.one_of(mutated_lines(), mutated_lines(), st.sampled_from(EXAMPLE_LINES),
-                          st.binary(max_size=120), token_soup)
+hostile_lines = st.one_of(
+    mutated_lines(),
+    mutated_lines(),
+    st.sampled_from(EXAMPLE_LINES),
+    st.binary(max_size=120),
+    token_soup,
+)
 
 
 @st.composite
-def feeds(draw: Draw, lines: st.SearchStrategy[bytes] = hostile_lines,
-          max_lines: int = 8) -> bytes:
+def feeds(draw: Draw, lines: st.SearchStrategy[bytes] = hostile_lines, max_lines: int = 8) -> bytes:
     """Lines joined by LF mostly, sometimes CRLF, a blank line or a lone CR."""
     parts: list[bytes] = draw(st.lists(lines, min_size=1, max_size=max_lines))
     out = b""
@@ -599,19 +785,31 @@ cut_lists = st.lists(st.integers(0, 1 << 20), max_size=6)
 
 
 @FUZZ
-@given(data=st.one_of(st.binary(max_size=400), token_soup), cuts=cut_lists,
-       kind=evaluator_kinds, first=st.integers(1, 10_000), as_text=st.booleans())
-def test_random_bytes_raise_only_event_errors(data: bytes, cuts: list[int], kind: str,
-                                              first: int, as_text: bool) -> None:
+@given(
+    data=st.one_of(st.binary(max_size=400), token_soup),
+    cuts=cut_lists,
+    kind=evaluator_kinds,
+    first=st.integers(1, 10_000),
+    as_text=st.booleans(),
+)
+def test_random_bytes_raise_only_event_errors(
+    data: bytes, cuts: list[int], kind: str, first: int, as_text: bool
+) -> None:
     exercise_every_entry_point(data, cuts, kind, first, as_text, False)
 
 
 @FUZZ
-@given(data=feeds(), cuts=cut_lists, kind=evaluator_kinds, first=st.integers(1, 10_000),
-       as_text=st.booleans(), stop_at_failure=st.booleans())
-def test_mutated_event_lines_raise_only_event_errors(data: bytes, cuts: list[int], kind: str,
-                                                     first: int, as_text: bool,
-                                                     stop_at_failure: bool) -> None:
+@given(
+    data=feeds(),
+    cuts=cut_lists,
+    kind=evaluator_kinds,
+    first=st.integers(1, 10_000),
+    as_text=st.booleans(),
+    stop_at_failure=st.booleans(),
+)
+def test_mutated_event_lines_raise_only_event_errors(
+    data: bytes, cuts: list[int], kind: str, first: int, as_text: bool, stop_at_failure: bool
+) -> None:
     exercise_every_entry_point(data, cuts, kind, first, as_text, stop_at_failure)
 
 
@@ -664,8 +862,10 @@ def _clean_line(line: bytes) -> bytes:
 
 
 CLEAN_LINES: tuple[bytes, ...] = tuple(
-    _clean_line(line) for line in (EXAMPLES / "events" / "all.jsonl").read_bytes().splitlines()
-    if line.strip())
+    _clean_line(line)
+    for line in (EXAMPLES / "events" / "all.jsonl").read_bytes().splitlines()
+    if line.strip()
+)
 
 
 @functools.cache
@@ -678,9 +878,10 @@ def offline(kind: str) -> tuple[dict[str, ms.ConversationResult], list[Any]]:
 
 
 def _clean_results(ev: ms.Evaluator) -> tuple[dict[str, ms.ConversationResult], list[Any]]:
-    return ({r.conversation_id: r for r in ev.results()
-             if r.conversation_id.startswith("clean/")},
-            [u for u in ev.unmatched() if u.conversation_id.startswith("clean/")])
+    return (
+        {r.conversation_id: r for r in ev.results() if r.conversation_id.startswith("clean/")},
+        [u for u in ev.unmatched() if u.conversation_id.startswith("clean/")],
+    )
 
 
 def test_the_clean_feed_judges_every_conversation() -> None:
@@ -694,21 +895,22 @@ def test_the_clean_feed_judges_every_conversation() -> None:
 INTERRUPTED_FEEDS = {
     "kind": evaluator_kinds,
     "split": st.integers(0, len(CLEAN_LINES)),
-    "garbage": st.lists(st.tuples(hostile_lines, st.sampled_from(["chunk", "line"])),
-                        min_size=1, max_size=6),
+    "garbage": st.lists(
+        st.tuples(hostile_lines, st.sampled_from(["chunk", "line"])), min_size=1, max_size=6
+    ),
 }
 
 
 @FUZZ
 @given(**INTERRUPTED_FEEDS)
 def test_a_bad_event_costs_no_other_conversation_its_verdicts(
-        kind: str, split: int, garbage: list[tuple[bytes, str]]) -> None:
+    kind: str, split: int, garbage: list[tuple[bytes, str]]
+) -> None:
     """Clean conversations, interrupted by hostile lines, end exactly as without them."""
     clean_conversations_survive(kind, split, garbage)
 
 
-def clean_conversations_survive(kind: str, split: int,
-                                garbage: list[tuple[bytes, str]]) -> None:
+def clean_conversations_survive(kind: str, split: int, garbage: list[tuple[bytes, str]]) -> None:
     ev = evaluator(kind)
     if split:
         ev.push_chunk(b"\n".join(CLEAN_LINES[:split]) + b"\n")
@@ -736,7 +938,6 @@ def clean_conversations_survive(kind: str, split: int,
 # --------------------------------------------------------------------------
 # 3. Chunking never changes what is decided
 # --------------------------------------------------------------------------
-
 
 
 def _lenient(chunk: bytes) -> bool:
@@ -796,17 +997,25 @@ def _join(lines: list[bytes]) -> bytes:
 
 CHUNKED_FEEDS = {
     "kind": evaluator_kinds,
-    "lines": st.lists(st.one_of(st.sampled_from(EXAMPLE_LINES), st.sampled_from(EXAMPLE_LINES),
-                                st.sampled_from(EXAMPLE_LINES), mutated_lines()),
-                      min_size=1, max_size=30),
+    "lines": st.lists(
+        st.one_of(
+            st.sampled_from(EXAMPLE_LINES),
+            st.sampled_from(EXAMPLE_LINES),
+            st.sampled_from(EXAMPLE_LINES),
+            mutated_lines(),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
     "cuts": st.lists(st.integers(0, 30), max_size=5),
 }
 
 
 @FUZZ
 @given(**CHUNKED_FEEDS)
-def test_chunking_never_changes_what_is_decided(kind: str, lines: list[bytes],
-                                                cuts: list[int]) -> None:
+def test_chunking_never_changes_what_is_decided(
+    kind: str, lines: list[bytes], cuts: list[int]
+) -> None:
     """One chunk, line by line, or chunks at random line ends: the same outcome."""
     chunking_changes_nothing(kind, lines, cuts)
 
@@ -822,8 +1031,11 @@ def chunking_changes_nothing(kind: str, lines: list[bytes], cuts: list[int]) -> 
     lines = [part for line in lines for part in line.split(b"\n")]
     # The documented limit of the chunk fast path (see Evaluator.push_chunk): a
     # chunk with blank lines *and* lines of several JSON values is not checked.
-    assume(not (any(not line.strip() for line in lines)
-                and any(_values_on(line) > 1 for line in lines)))
+    assume(
+        not (
+            any(not line.strip() for line in lines) and any(_values_on(line) > 1 for line in lines)
+        )
+    )
 
     def check() -> None:
         bounds = sorted({0, len(lines), *(min(c, len(lines)) for c in cuts)})
@@ -860,10 +1072,20 @@ def _entry(entry: str, data: bytes) -> None:
 
 @pytest.mark.parametrize(
     ("entry", "data"),
-    [pytest.param(entry, data, id=f"{name}:{entry}", marks=() if bug is None else
-                  pytest.mark.xfail(strict=True, raises=KnownBug,
-                                    reason=f"engine bug: {KNOWN_BUGS[bug]}"))
-     for name, entry, data, bug in HOSTILE_CASES])
+    [
+        pytest.param(
+            entry,
+            data,
+            id=f"{name}:{entry}",
+            marks=()
+            if bug is None
+            else pytest.mark.xfail(
+                strict=True, raises=KnownBug, reason=f"engine bug: {KNOWN_BUGS[bug]}"
+            ),
+        )
+        for name, entry, data, bug in HOSTILE_CASES
+    ],
+)
 def test_hostile_input(entry: str, data: bytes) -> None:
     _entry(entry, data)
 
@@ -905,19 +1127,27 @@ def test_decisions_before_a_bad_line_travel_with_the_error() -> None:
 def slow(test: Callable[..., None]) -> Callable[..., None]:
     """Marked ``slow``, and skipped unless asked for (``-m slow``): pyproject.toml's
     addopts do not deselect ``slow`` by themselves."""
-    test = pytest.mark.skipif("'slow' not in config.getoption('markexpr')",
-                              reason="long fuzz run: pytest -m slow tests/test_fuzz.py")(test)
+    test = pytest.mark.skipif(
+        "'slow' not in config.getoption('markexpr')",
+        reason="long fuzz run: pytest -m slow tests/test_fuzz.py",
+    )(test)
     marked: Callable[..., None] = pytest.mark.slow(test)
     return marked
 
 
 @slow
 @LONG
-@given(data=st.one_of(feeds(), feeds(max_lines=30), st.binary(max_size=2000), token_soup),
-       cuts=st.lists(st.integers(0, 1 << 20), max_size=20), kind=evaluator_kinds,
-       first=st.integers(1, 10_000), as_text=st.booleans(), stop_at_failure=st.booleans())
-def test_everything_longer(data: bytes, cuts: list[int], kind: str, first: int, as_text: bool,
-                           stop_at_failure: bool) -> None:
+@given(
+    data=st.one_of(feeds(), feeds(max_lines=30), st.binary(max_size=2000), token_soup),
+    cuts=st.lists(st.integers(0, 1 << 20), max_size=20),
+    kind=evaluator_kinds,
+    first=st.integers(1, 10_000),
+    as_text=st.booleans(),
+    stop_at_failure=st.booleans(),
+)
+def test_everything_longer(
+    data: bytes, cuts: list[int], kind: str, first: int, as_text: bool, stop_at_failure: bool
+) -> None:
     exercise_every_entry_point(data, cuts, kind, first, as_text, stop_at_failure)
 
 
@@ -925,13 +1155,15 @@ def test_everything_longer(data: bytes, cuts: list[int], kind: str, first: int, 
 @settings(LONG, max_examples=2000)
 @given(**INTERRUPTED_FEEDS)
 def test_a_bad_event_costs_no_other_conversation_its_verdicts_longer(
-        kind: str, split: int, garbage: list[tuple[bytes, str]]) -> None:
+    kind: str, split: int, garbage: list[tuple[bytes, str]]
+) -> None:
     clean_conversations_survive(kind, split, garbage)
 
 
 @slow
 @settings(LONG, max_examples=2000)
 @given(**CHUNKED_FEEDS)
-def test_chunking_never_changes_what_is_decided_longer(kind: str, lines: list[bytes],
-                                                       cuts: list[int]) -> None:
+def test_chunking_never_changes_what_is_decided_longer(
+    kind: str, lines: list[bytes], cuts: list[int]
+) -> None:
     chunking_changes_nothing(kind, lines, cuts)

@@ -29,17 +29,37 @@ REGEX = r"https?://[/\w.-]+"
 
 
 def scenario_text() -> str:
-    return json.dumps({"scenario": {"name": "[bold red]markup[/] name", "simulation_context": "x",
-                                    "goals": {"assertions": [
-                                        {"bot_uttered": {"text_matches": REGEX}},
-                                        {"skill_activated": {"skill_id": "[bold red]x[/]"}}]}}})
+    return json.dumps(
+        {
+            "scenario": {
+                "name": "[bold red]markup[/] name",
+                "simulation_context": "x",
+                "goals": {
+                    "assertions": [
+                        {"bot_uttered": {"text_matches": REGEX}},
+                        {"skill_activated": {"skill_id": "[bold red]x[/]"}},
+                    ]
+                },
+            }
+        }
+    )
 
 
 def feed() -> bytes:
-    rows = [{"conversation_id": HOSTILE_ID, "sequence": 0, "metadata": None,
-             "bot": {"text": "type [/help] or see https://x.test/[red]", "data": {}}},
-            {"conversation_id": HOSTILE_ID, "sequence": 1, "metadata": None,
-             "skill_activated": {"skill_id": "[bold red]y[/]"}}]
+    rows = [
+        {
+            "conversation_id": HOSTILE_ID,
+            "sequence": 0,
+            "metadata": None,
+            "bot": {"text": "type [/help] or see https://x.test/[red]", "data": {}},
+        },
+        {
+            "conversation_id": HOSTILE_ID,
+            "sequence": 1,
+            "metadata": None,
+            "skill_activated": {"skill_id": "[bold red]y[/]"},
+        },
+    ]
     return b"".join(json.dumps(r).encode() + b"\n" for r in rows)
 
 
@@ -65,9 +85,14 @@ def test_the_table_shows_markup_as_text_and_escapes_control_characters() -> None
 
 def test_the_live_view_shows_markup_as_text_and_escapes_control_characters() -> None:
     evaluator = judged()
-    snapshot = LiveSnapshot(conversations=tuple(evaluator.results()),
-                            statistics=evaluator.statistics(), elapsed=1.0,
-                            events_per_second=2.0, source="feed [red].jsonl", final=True)
+    snapshot = LiveSnapshot(
+        conversations=tuple(evaluator.results()),
+        statistics=evaluator.statistics(),
+        elapsed=1.0,
+        events_per_second=2.0,
+        source="feed [red].jsonl",
+        final=True,
+    )
     text = rendered(LiveView(snapshot))
     assert "\x1b" not in text
     assert "[bold red]markup[/] name" in text and "feed [red].jsonl" in text
@@ -75,8 +100,14 @@ def test_the_live_view_shows_markup_as_text_and_escapes_control_characters() -> 
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "mantle_stream", *args], input=stdin,
-                          capture_output=True, cwd=ROOT, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mantle_stream", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_check_and_watch_print_hostile_text_without_a_traceback(tmp_path: Path) -> None:
@@ -89,14 +120,28 @@ def test_check_and_watch_print_hostile_text_without_a_traceback(tmp_path: Path) 
         assert REGEX.encode() in proc.stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["watch", "examples/eval/scenarios", "--events", "examples/eval/events/all.jsonl",
-     "--results", "examples/eval/results/2026-12-01T09-00-00"],
-    ["demo", "--speed", "50"],
-], ids=["watch", "demo"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [
+            "watch",
+            "examples/eval/scenarios",
+            "--events",
+            "examples/eval/events/all.jsonl",
+            "--results",
+            "examples/eval/results/2026-12-01T09-00-00",
+        ],
+        ["demo", "--speed", "50"],
+    ],
+    ids=["watch", "demo"],
+)
 def test_a_reader_that_goes_away_ends_the_run_quietly(args: list[str]) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "mantle_stream", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None
     proc.stdout.readline()
     proc.stdout.close()  # as `| head -1` does

@@ -23,26 +23,56 @@ LAYERS: dict[str, set[str]] = {
     "mantle_stream.core": {"mantle_stream.core"},
     "mantle_stream.feeds": {"mantle_stream.core", "mantle_stream.feeds"},
     "mantle_stream.outputs": {"mantle_stream.core", "mantle_stream.outputs"},
-    "mantle_stream.runner": {"mantle_stream.core", "mantle_stream.feeds",
-                             "mantle_stream.outputs.state"},
-    "mantle_stream.cli": {"mantle_stream.core", "mantle_stream.feeds", "mantle_stream.outputs",
-                          "mantle_stream.runner", "mantle_stream.cli"},
+    "mantle_stream.runner": {
+        "mantle_stream.core",
+        "mantle_stream.feeds",
+        "mantle_stream.outputs.state",
+    },
+    "mantle_stream.cli": {
+        "mantle_stream.core",
+        "mantle_stream.feeds",
+        "mantle_stream.outputs",
+        "mantle_stream.runner",
+        "mantle_stream.cli",
+    },
     "mantle_stream.testing": {"mantle_stream.core"},
     "mantle_stream.__main__": {"mantle_stream.cli"},
     # The public surface re-exports from the layers below the command line.
-    "mantle_stream": {"mantle_stream.core", "mantle_stream.runner", "mantle_stream.feeds",
-                      "mantle_stream.outputs"},
+    "mantle_stream": {
+        "mantle_stream.core",
+        "mantle_stream.runner",
+        "mantle_stream.feeds",
+        "mantle_stream.outputs",
+    },
 }
 
 #: What the pure core may import besides itself: no event loop, terminal, clock,
 #: socket, thread or process.
-CORE_LIBRARIES = {"__future__", "collections", "contextlib", "dataclasses", "difflib",
-                  "functools", "hashlib", "heapq", "itertools", "math", "operator", "re",
-                  "typing", "unicodedata", "msgspec", "regex", "yaml"}
+CORE_LIBRARIES = {
+    "__future__",
+    "collections",
+    "contextlib",
+    "dataclasses",
+    "difflib",
+    "functools",
+    "hashlib",
+    "heapq",
+    "itertools",
+    "math",
+    "operator",
+    "re",
+    "typing",
+    "unicodedata",
+    "msgspec",
+    "regex",
+    "yaml",
+}
 #: Loading reads files by design (scenario files, evaluate_agent results);
 #: nothing that runs per event does.
-LOADERS = {"mantle_stream.core.scenario.model": {"os", "pathlib"},
-           "mantle_stream.core.recorded": {"os", "pathlib"}}
+LOADERS = {
+    "mantle_stream.core.scenario.model": {"os", "pathlib"},
+    "mantle_stream.core.recorded": {"os", "pathlib"},
+}
 
 
 def _modules() -> list[str]:
@@ -99,8 +129,13 @@ def test_the_core_imports_no_io_event_loop_or_terminal(module: str) -> None:
     assert not bad, f"{module} imports {sorted(bad)}"
     if module not in LOADERS:
         tree = ast.parse(_source(module).read_text())
-        calls = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and isinstance(n.func, ast.Name) and n.func.id in {"open", "print", "input"}]
+        calls = [
+            n.func.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in {"open", "print", "input"}
+        ]
         assert not calls, f"{module} calls {calls}"
 
 
@@ -115,7 +150,7 @@ def test_no_import_cycle_between_modules() -> None:
         path.append(node)
         for nxt in sorted(graph[node]):
             if seen.get(nxt) == 1:
-                cycle = [*path[path.index(nxt):], nxt]
+                cycle = [*path[path.index(nxt) :], nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in seen:
                 visit(nxt)

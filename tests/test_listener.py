@@ -56,10 +56,13 @@ class Consumer:
 
 
 @asynccontextmanager
-async def serving(spec: str = "tcp://127.0.0.1:0", reply: Callable[[bytes], bytes] | None = None,
-                  **options: Any) -> AsyncIterator[tuple[Feed, Consumer]]:
-    async with open_feed(spec, listen=ListenOptions(**options)) as feed, \
-            anyio.create_task_group() as tg:
+async def serving(
+    spec: str = "tcp://127.0.0.1:0", reply: Callable[[bytes], bytes] | None = None, **options: Any
+) -> AsyncIterator[tuple[Feed, Consumer]]:
+    async with (
+        open_feed(spec, listen=ListenOptions(**options)) as feed,
+        anyio.create_task_group() as tg,
+    ):
         consumer = Consumer(feed, reply)
         tg.start_soon(consumer.run)
         yield feed, consumer
@@ -120,13 +123,18 @@ async def wait_until(condition: Callable[[], bool]) -> None:
 # -- token ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("writes", [
-    [b"s3cret-token\n{\"n\":1}\n{\"n\":2}\n"],
-    [b"s3cret-token\r\n", b"{\"n\":1}\n{\"n\":2}\n"],
-    [b"s3c", b"ret-tok", b"en\n{\"n\":1}\n{\"n", b"\":2}\n"],
-], ids=["token-and-events-at-once", "token-with-crlf-then-events", "token-in-pieces"])
+@pytest.mark.parametrize(
+    "writes",
+    [
+        [b's3cret-token\n{"n":1}\n{"n":2}\n'],
+        [b"s3cret-token\r\n", b'{"n":1}\n{"n":2}\n'],
+        [b"s3c", b"ret-tok", b'en\n{"n":1}\n{"n', b'":2}\n'],
+    ],
+    ids=["token-and-events-at-once", "token-with-crlf-then-events", "token-in-pieces"],
+)
 async def test_a_client_that_sends_the_token_first_is_admitted_from_line_2(
-        writes: list[bytes]) -> None:
+    writes: list[bytes],
+) -> None:
     async with serving(token=TOKEN) as (feed, consumer), await connect(feed) as client:
         for data in writes:
             await client.send(data)
@@ -140,28 +148,41 @@ async def test_a_client_that_sends_the_token_first_is_admitted_from_line_2(
 async def test_the_token_guards_a_unix_socket_too(tmp_path: Path) -> None:
     async with serving(f"unix:{tmp_path}/feed.sock", token=TOKEN) as (feed, consumer):
         async with await connect(feed) as wrong:
-            await wrong.send(b"guess\n{\"n\":0}\n")
+            await wrong.send(b'guess\n{"n":0}\n')
             assert await refused_with(wrong) == "unauthorized"
         async with await connect(feed) as right:
-            await right.send(b"s3cret-token\n{\"n\":1}\n")
+            await right.send(b's3cret-token\n{"n":1}\n')
             assert await read_lines(right, 1) == [b'ack {"n":1}\n']
         assert consumer.lines == [("unix #2", 2, b'{"n":1}\n')]
         assert feed.rejected == {"unauthorized": 1}
 
 
-@pytest.mark.parametrize("first", [
-    b"wrong-token\n{\"n\":0}\n",
-    b"s3cret-token-and-more\n",
-    b"s3cret-toke\n",
-    b" s3cret-token\n",
-    b"\n",
-    b"{\"conversation_id\":\"c-1\",\"sequence\":1}\n",
-    b"x" * 5000,  # no newline: longer than any token line, refused without waiting
-    b"",  # the client half-closes without sending anything
-], ids=["wrong", "longer", "shorter", "leading-space", "blank-line", "missing-event-first",
-        "overlong-no-newline", "end-of-stream"])
+@pytest.mark.parametrize(
+    "first",
+    [
+        b'wrong-token\n{"n":0}\n',
+        b"s3cret-token-and-more\n",
+        b"s3cret-toke\n",
+        b" s3cret-token\n",
+        b"\n",
+        b'{"conversation_id":"c-1","sequence":1}\n',
+        b"x" * 5000,  # no newline: longer than any token line, refused without waiting
+        b"",  # the client half-closes without sending anything
+    ],
+    ids=[
+        "wrong",
+        "longer",
+        "shorter",
+        "leading-space",
+        "blank-line",
+        "missing-event-first",
+        "overlong-no-newline",
+        "end-of-stream",
+    ],
+)
 async def test_a_client_without_the_right_token_is_refused_and_none_of_its_bytes_get_through(
-        first: bytes) -> None:
+    first: bytes,
+) -> None:
     async with serving(token=TOKEN) as (feed, consumer):
         quiet_since = feed.last_activity
         async with await connect(feed) as intruder:
@@ -172,20 +193,20 @@ async def test_a_client_without_the_right_token_is_refused_and_none_of_its_bytes
             assert await refused_with(intruder) == "unauthorized"
         assert (feed.connections, feed.last_activity) == (0, quiet_since)
         async with await connect(feed) as friend:
-            await friend.send(b"s3cret-token\n{\"n\":1}\n")
+            await friend.send(b's3cret-token\n{"n":1}\n')
             assert await read_lines(friend, 1) == [b'ack {"n":1}\n']
             assert consumer.lines == [(name_of(friend), 2, b'{"n":1}\n')]
         assert feed.rejected == {"unauthorized": 1}
 
 
-async def test_a_refused_client_that_keeps_streaming_gets_no_broken_pipe_and_reads_why(
-        ) -> None:
+async def test_a_refused_client_that_keeps_streaming_gets_no_broken_pipe_and_reads_why() -> None:
     # Closing a socket with unread input sends a reset: the client's next
     # writes fail and, over a real network, the error line in flight can be
     # lost. So the listener half-closes and reads on until the client closes
     # (for a second at most), dropping what it reads.
-    events = b"".join(b'{"conversation_id":"c-%d","sequence":%d}\n' % (n % 9, n)
-                      for n in range(1000))
+    events = b"".join(
+        b'{"conversation_id":"c-%d","sequence":%d}\n' % (n % 9, n) for n in range(1000)
+    )
     async with serving(token=TOKEN) as (feed, consumer), await connect(feed) as intruder:
         await intruder.send(b"guess\n")
         await wait_until(lambda: feed.rejected == {"unauthorized": 1})
@@ -198,8 +219,10 @@ async def test_a_refused_client_that_keeps_streaming_gets_no_broken_pipe_and_rea
 
 @pytest.mark.parametrize("sent", [b"", b"s3cret-"], ids=["nothing", "part-of-the-token"])
 async def test_a_token_that_does_not_arrive_within_auth_timeout_is_refused(sent: bytes) -> None:
-    async with serving(token=TOKEN, auth_timeout=0.2) as (feed, consumer), \
-            await connect(feed) as late:
+    async with (
+        serving(token=TOKEN, auth_timeout=0.2) as (feed, consumer),
+        await connect(feed) as late,
+    ):
         started = anyio.current_time()
         if sent:
             await late.send(sent)
@@ -266,12 +289,15 @@ async def test_clients_past_max_connections_are_refused_until_a_place_frees_up()
 
 
 async def test_connections_still_authenticating_count_toward_the_limit() -> None:
-    async with serving(token=TOKEN, max_connections=2) as (feed, _), \
-            await connect(feed) as one, await connect(feed):
+    async with (
+        serving(token=TOKEN, max_connections=2) as (feed, _),
+        await connect(feed) as one,
+        await connect(feed),
+    ):
         async with await connect(feed) as third:
             assert await refused_with(third) == "too many connections"
         assert feed.connections == 0  # neither of the two has been admitted yet
-        await one.send(b"s3cret-token\n{\"n\":1}\n")
+        await one.send(b's3cret-token\n{"n":1}\n')
         assert await read_lines(one, 1) == [b'ack {"n":1}\n']
         assert feed.connections == 1
         assert feed.rejected == {"too many connections": 1}
@@ -281,8 +307,11 @@ async def test_connections_still_authenticating_count_toward_the_limit() -> None
 
 
 async def test_a_client_silent_for_idle_timeout_is_closed_while_an_active_one_stays() -> None:
-    async with serving(idle_timeout=0.3) as (feed, consumer), \
-            await connect(feed) as silent, await connect(feed) as active:
+    async with (
+        serving(idle_timeout=0.3) as (feed, consumer),
+        await connect(feed) as silent,
+        await connect(feed) as active,
+    ):
         await silent.send(b'{"silent":1}\n')
         buffer = bytearray()
         assert await read_line(silent, buffer) == b'ack {"silent":1}\n'
@@ -297,15 +326,17 @@ async def test_a_client_silent_for_idle_timeout_is_closed_while_an_active_one_st
         assert len(consumer.of(name_of(active))) == 9
 
 
-async def test_a_client_that_stops_reading_replies_is_cut_off_and_does_not_stall_the_rest(
-        ) -> None:
+async def test_a_client_that_stops_reading_replies_is_cut_off_and_does_not_stall_the_rest() -> None:
     big = b"r" * (1 << 20)  # replies this large fill the socket buffers in a few lines
 
     def reply(line: bytes) -> bytes:
         return big if line.startswith(b'{"deaf"') else b"ack " + line.rstrip(b"\n")
 
-    async with serving(reply=reply, send_timeout=0.3) as (feed, consumer), \
-            await connect(feed) as deaf, await connect(feed) as other:
+    async with (
+        serving(reply=reply, send_timeout=0.3) as (feed, consumer),
+        await connect(feed) as deaf,
+        await connect(feed) as other,
+    ):
         await wait_until(lambda: feed.connections == 2)
         await deaf.send(b"".join(b'{"deaf":%d}\n' % n for n in range(100)))  # never reads
         await wait_until(lambda: feed.rejected == {"send timeout": 1})
@@ -318,21 +349,28 @@ async def test_a_client_that_stops_reading_replies_is_cut_off_and_does_not_stall
 # -- where it listens -------------------------------------------------------
 
 
-REMOTE_HINT = ("is not a loopback address (127.0.0.0/8, ::1, localhost), so anyone who can "
-               "reach this machine could send events\nhint: to accept remote simulators, "
-               "pass `--listen-remote` (`allow_remote=True` from Python) and set a token "
-               "with `--token` or `MANTLE_STREAM_TOKEN`")
+REMOTE_HINT = (
+    "is not a loopback address (127.0.0.0/8, ::1, localhost), so anyone who can "
+    "reach this machine could send events\nhint: to accept remote simulators, "
+    "pass `--listen-remote` (`allow_remote=True` from Python) and set a token "
+    "with `--token` or `MANTLE_STREAM_TOKEN`"
+)
 
 
-@pytest.mark.parametrize(("spec", "host"), [
-    ("tcp://0.0.0.0:0", "0.0.0.0"),
-    ("tcp://[::]:0", "::"),
-    ("tcp://192.0.2.7:7400", "192.0.2.7"),
-    ("tcp://example.com:7400", "example.com"),
-    ("tcp://localhost.example.com:7400", "localhost.example.com"),
-], ids=["all-ipv4", "all-ipv6", "an-address", "a-name", "a-name-like-localhost"])
+@pytest.mark.parametrize(
+    ("spec", "host"),
+    [
+        ("tcp://0.0.0.0:0", "0.0.0.0"),
+        ("tcp://[::]:0", "::"),
+        ("tcp://192.0.2.7:7400", "192.0.2.7"),
+        ("tcp://example.com:7400", "example.com"),
+        ("tcp://localhost.example.com:7400", "localhost.example.com"),
+    ],
+    ids=["all-ipv4", "all-ipv6", "an-address", "a-name", "a-name-like-localhost"],
+)
 async def test_a_host_that_is_not_loopback_is_refused_with_the_way_to_allow_it(
-        spec: str, host: str) -> None:
+    spec: str, host: str
+) -> None:
     with pytest.raises(FeedError) as raised:
         async with open_feed(spec, listen=ListenOptions(token=TOKEN)):
             pass
@@ -372,12 +410,26 @@ def _non_loopback_ipv4() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
-@pytest.mark.parametrize(("host", "loopback"), [
-    ("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("::ffff:127.0.0.1", True),
-    ("localhost", True), ("LocalHost", True),
-    ("0.0.0.0", False), ("::", False), ("10.0.0.1", False), ("::ffff:10.0.0.1", False),
-    ("128.0.0.1", False), ("localhost.", False), ("example.com", False), ("127.1", False),
-], ids=lambda value: str(value))
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("localhost", True),
+        ("LocalHost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("128.0.0.1", False),
+        ("localhost.", False),
+        ("example.com", False),
+        ("127.1", False),
+    ],
+    ids=lambda value: str(value),
+)
 def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
     assert _is_loopback(host) is loopback
 
@@ -385,17 +437,28 @@ def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
 # -- settings ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"max_connections": 0}, "max_connections must be at least 1, not 0"),
-    ({"auth_timeout": 0}, "auth_timeout must be positive, not 0"),
-    ({"idle_timeout": -1.0}, "idle_timeout must be positive, not -1.0"),
-    ({"send_timeout": 0.0}, "send_timeout must be positive, not 0.0"),
-    ({"token": ""}, "token must be a non-empty string without line breaks"),
-    ({"token": "two\nlines"}, "token must be a non-empty string without line breaks"),
-], ids=["max-connections", "auth-timeout", "idle-timeout", "send-timeout", "empty-token",
-        "token-with-newline"])
-def test_impossible_listener_settings_raise_value_error(options: dict[str, Any],
-                                                        message: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_connections": 0}, "max_connections must be at least 1, not 0"),
+        ({"auth_timeout": 0}, "auth_timeout must be positive, not 0"),
+        ({"idle_timeout": -1.0}, "idle_timeout must be positive, not -1.0"),
+        ({"send_timeout": 0.0}, "send_timeout must be positive, not 0.0"),
+        ({"token": ""}, "token must be a non-empty string without line breaks"),
+        ({"token": "two\nlines"}, "token must be a non-empty string without line breaks"),
+    ],
+    ids=[
+        "max-connections",
+        "auth-timeout",
+        "idle-timeout",
+        "send-timeout",
+        "empty-token",
+        "token-with-newline",
+    ],
+)
+def test_impossible_listener_settings_raise_value_error(
+    options: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ValueError) as raised:
         open_feed("tcp://127.0.0.1:0", listen=ListenOptions(**options))
     assert str(raised.value) == message
@@ -408,4 +471,3 @@ async def test_listener_settings_are_ignored_by_other_sources(tmp_path: Path) ->
     async with open_feed(str(path), listen=listen) as feed:
         assert [chunk.data async for chunk in feed] == [b'{"n":1}\n']
         assert feed.rejected == {}
-

@@ -41,22 +41,34 @@ FORBIDDEN_CANNOT_HELP = (
     "agent uttered the forbidden message (agent message with response `utter_cannot_help`): "
     "\"I'm sorry, I can't help with that here. For insurance quest…\""
 )
-EXPRESS = ("tool `order_replacement` never ran as specified; closest: tool `order_replacement` "
-           "ran with shipping=`\"express\"` (string), expected `\"standard\"` (string)")
-ONE_MOMENT = ("agent uttered the forbidden message (agent message with text matching "
-              "`(?i)(one moment|please wait|bear with me)`): \"One moment, let me look up "
-              "your balance.\"")
-STRING_AMOUNT = ("memory `transfer_money.amount` was never set to `250` (integer); closest: "
-                 "memory `transfer_money.amount` was set to `\"250\"` (string), expected `250` "
-                 "(integer)")
+EXPRESS = (
+    "tool `order_replacement` never ran as specified; closest: tool `order_replacement` "
+    'ran with shipping=`"express"` (string), expected `"standard"` (string)'
+)
+ONE_MOMENT = (
+    "agent uttered the forbidden message (agent message with text matching "
+    '`(?i)(one moment|please wait|bear with me)`): "One moment, let me look up '
+    'your balance."'
+)
+STRING_AMOUNT = (
+    "memory `transfer_money.amount` was never set to `250` (integer); closest: "
+    'memory `transfer_money.amount` was set to `"250"` (string), expected `250` '
+    "(integer)"
+)
 
 
 # ---------------------------------------------------------------- rendering
 
 
 def render(view: LiveView, width: int, height: int = 40, *, colour: bool = False) -> str:
-    console = Console(width=width, height=height, file=io.StringIO(), legacy_windows=False,
-                      color_system="truecolor" if colour else None, force_terminal=colour)
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        legacy_windows=False,
+        color_system="truecolor" if colour else None,
+        force_terminal=colour,
+    )
     console.print(view)
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert isinstance(text, str)
@@ -81,36 +93,98 @@ def check_golden(name: str, text: str) -> None:
 
 def mixed() -> LiveSnapshot:
     """Three conversations: one passed, one failed and stopped early, one running."""
-    ok = C("card-replace-ok-1", CARD, "passed", 37, (
-        A(0, "skill_activated", "passed", 6, "skill `card_replace` activated", 1),
-        A(1, "memory_was_set", "passed", 13, "memory `card_replace.replacement_reason` set to "
-          "`\"damaged\"` (string); memory `card_replace.selected_card_id` set", 2),
-        A(2, "memory_was_not_set", "passed", None,
-          "memory `card_replace.fraud_review` never ended with a forbidden write", 5),
-        A(3, "tool_executed", "passed", 25, "tool `order_replacement` ran", 4),
-    ), finished=True, turns=5)
-    express = C("card-replace-express-2", CARD, "failed", 19, (
-        A(0, "skill_activated", "passed", 6, "skill `card_replace` activated", 1),
-        A(5, "tool_executed", "pending"),
-        A(8, "bot_did_not_utter", "failed", 19, FORBIDDEN_CANNOT_HELP, 3),
-    ), turns=3)
-    transfer = C("transfer-ok-1", TRANSFER, "pending", 11, (
-        A(0, "skill_activated", "passed", 6, "skill `transfer_money` activated", 1),
-        A(3, "tool_executed", "passed", 10, "tool `list_payees` on MCP server `banking` ran", 2),
-        A(6, "ordered_block_interrupted", "pending"),
-        A(9, "sequencing", "pending"),
-    ), turns=2)
+    ok = C(
+        "card-replace-ok-1",
+        CARD,
+        "passed",
+        37,
+        (
+            A(0, "skill_activated", "passed", 6, "skill `card_replace` activated", 1),
+            A(
+                1,
+                "memory_was_set",
+                "passed",
+                13,
+                "memory `card_replace.replacement_reason` set to "
+                '`"damaged"` (string); memory `card_replace.selected_card_id` set',
+                2,
+            ),
+            A(
+                2,
+                "memory_was_not_set",
+                "passed",
+                None,
+                "memory `card_replace.fraud_review` never ended with a forbidden write",
+                5,
+            ),
+            A(3, "tool_executed", "passed", 25, "tool `order_replacement` ran", 4),
+        ),
+        finished=True,
+        turns=5,
+    )
+    express = C(
+        "card-replace-express-2",
+        CARD,
+        "failed",
+        19,
+        (
+            A(0, "skill_activated", "passed", 6, "skill `card_replace` activated", 1),
+            A(5, "tool_executed", "pending"),
+            A(8, "bot_did_not_utter", "failed", 19, FORBIDDEN_CANNOT_HELP, 3),
+        ),
+        turns=3,
+    )
+    transfer = C(
+        "transfer-ok-1",
+        TRANSFER,
+        "pending",
+        11,
+        (
+            A(0, "skill_activated", "passed", 6, "skill `transfer_money` activated", 1),
+            A(
+                3,
+                "tool_executed",
+                "passed",
+                10,
+                "tool `list_payees` on MCP server `banking` ran",
+                2,
+            ),
+            A(6, "ordered_block_interrupted", "pending"),
+            A(9, "sequencing", "pending"),
+        ),
+        turns=2,
+    )
     latest = (
-        Decision("transfer-ok-1", TRANSFER, 3, "tool_executed", "passed", 10,
-                 "tool `list_payees` on MCP server `banking` ran", 2),
-        Decision("card-replace-express-2", CARD, 8, "bot_did_not_utter", "failed", 19,
-                 FORBIDDEN_CANNOT_HELP, 3),
+        Decision(
+            "transfer-ok-1",
+            TRANSFER,
+            3,
+            "tool_executed",
+            "passed",
+            10,
+            "tool `list_payees` on MCP server `banking` ran",
+            2,
+        ),
+        Decision(
+            "card-replace-express-2",
+            CARD,
+            8,
+            "bot_did_not_utter",
+            "failed",
+            19,
+            FORBIDDEN_CANNOT_HELP,
+            3,
+        ),
     )
     return LiveSnapshot(
         (ok, express, transfer),
         Statistics(events=67, conversations=3, open=2, passed=1, decisions=8),
-        elapsed=4.25, events_per_second=15.8, latest=latest,
-        stopped_early=("card-replace-express-2",), source="tcp://127.0.0.1:7400", bad_events=2,
+        elapsed=4.25,
+        events_per_second=15.8,
+        latest=latest,
+        stopped_early=("card-replace-express-2",),
+        source="tcp://127.0.0.1:7400",
+        bad_events=2,
     )
 
 
@@ -127,14 +201,22 @@ FAILURES = {
     "tool_executed": "tool `lookup_{skill}` never ran as specified",
     "memory_was_set": "memory `{skill}.confirmed` was never set to `true` (boolean)",
     "bot_did_not_utter": "agent uttered the forbidden message (agent message with response "
-                         "`utter_cannot_help`): \"Sorry, I can't help with that.\"",
+    '`utter_cannot_help`): "Sorry, I can\'t help with that."',
     "sequencing": "step 3 of 4 never happened after step 2: skill `{skill}` completed",
     "skill_completed": "skill `{skill}` was never completed",
 }
 
 
-def _conv(cid: str, scenario: str, verdicts: str, events: int, *, turns: int = 3,
-          finished: bool = False, failure: str = "") -> C:
+def _conv(
+    cid: str,
+    scenario: str,
+    verdicts: str,
+    events: int,
+    *,
+    turns: int = 3,
+    finished: bool = False,
+    failure: str = "",
+) -> C:
     """A conversation from a verdict string: ``p`` passed, ``f`` failed, ``.`` pending.
 
     The first failure's reason is ``failure`` when given. Failures are decided at
@@ -147,14 +229,20 @@ def _conv(cid: str, scenario: str, verdicts: str, events: int, *, turns: int = 3
         if v == ".":
             results.append(A(i, kind, "pending"))
         elif v == "p":
-            results.append(A(i, kind, "passed", 4 + 3 * i, passed.format(skill=skill),
-                             1 + i // 3))
+            results.append(A(i, kind, "passed", 4 + 3 * i, passed.format(skill=skill), 1 + i // 3))
         else:
             reason = failure if failure and "f" not in verdicts[:i] else FAILURES[kind]
-            results.append(A(i, kind, "failed", None if finished else 4 + 3 * i,
-                             reason.format(skill=skill), turns))
-    verdict: Verdict = ("failed" if "f" in verdicts else "pending" if "." in verdicts
-                        else "passed")
+            results.append(
+                A(
+                    i,
+                    kind,
+                    "failed",
+                    None if finished else 4 + 3 * i,
+                    reason.format(skill=skill),
+                    turns,
+                )
+            )
+    verdict: Verdict = "failed" if "f" in verdicts else "pending" if "." in verdicts else "passed"
     return C(cid, scenario, verdict, events, tuple(results), finished, turns)
 
 
@@ -162,12 +250,26 @@ def many() -> LiveSnapshot:
     """Twelve conversations of five scenarios, in order of first event."""
     conversations = (
         _conv("card-replace-ok-1", CARD, "pppppppppppp", 37, turns=5, finished=True),
-        _conv("card-replace-express-2", CARD, "pfppppppfppp", 39, turns=5, finished=True,
-              failure=EXPRESS),
+        _conv(
+            "card-replace-express-2",
+            CARD,
+            "pfppppppfppp",
+            39,
+            turns=5,
+            finished=True,
+            failure=EXPRESS,
+        ),
         _conv("card-replace-split-3", CARD, "ppp.........", 12),
         _conv("transfer-ok-1", TRANSFER, "pp........", 8, turns=2),
-        _conv("transfer-string-amount-2", TRANSFER, "ppfpfppppp", 30, turns=4, finished=True,
-              failure=STRING_AMOUNT),
+        _conv(
+            "transfer-string-amount-2",
+            TRANSFER,
+            "ppfpfppppp",
+            30,
+            turns=4,
+            finished=True,
+            failure=STRING_AMOUNT,
+        ),
         _conv("transfer-declined-3", TRANSFER, "..........", 2, turns=0),
         _conv("identity-ok-1", IDENTITY, "pppppppppp", 52, turns=6, finished=True),
         _conv("identity-locked-2", IDENTITY, "ppppffpffp", 48, turns=6, finished=True),
@@ -178,14 +280,33 @@ def many() -> LiveSnapshot:
     )
     latest = (
         Decision("balance-wait-2", BALANCE, 3, "bot_did_not_utter", "failed", 13, ONE_MOMENT, 1),
-        Decision("card-replace-split-3", CARD, 1, "tool_executed", "passed", 11,
-                 "tool `check_address` ran", 2),
-        Decision("card-replace-split-3", CARD, 2, "memory_was_set", "passed", 14,
-                 "memory `card_replace.selected_card_id` set", 3),
+        Decision(
+            "card-replace-split-3",
+            CARD,
+            1,
+            "tool_executed",
+            "passed",
+            11,
+            "tool `check_address` ran",
+            2,
+        ),
+        Decision(
+            "card-replace-split-3",
+            CARD,
+            2,
+            "memory_was_set",
+            "passed",
+            14,
+            "memory `card_replace.selected_card_id` set",
+            3,
+        ),
     )
     return LiveSnapshot(
-        conversations, Statistics(events=381, conversations=12, open=7, passed=3, failed=1),
-        elapsed=83.37, events_per_second=212.4, latest=latest,
+        conversations,
+        Statistics(events=381, conversations=12, open=7, passed=3, failed=1),
+        elapsed=83.37,
+        events_per_second=212.4,
+        latest=latest,
         stopped_early=("card-replace-express-2", "balance-wait-2"),
         source="tcp://127.0.0.1:7400",
     )
@@ -195,21 +316,41 @@ def final() -> LiveSnapshot:
     """The closing render: every conversation ended, one stopped early."""
     snap = mixed()
     ok, express, transfer = snap.conversations
-    express = msgspec.structs.replace(express, finished=True, assertions=(
-        express.assertions[0],
-        A(5, "tool_executed", "failed", None, EXPRESS, 3),
-        express.assertions[2],
-    ))
-    transfer = msgspec.structs.replace(transfer, verdict="passed", finished=True, turns=5,
-                                       events=35, assertions=(
-        *transfer.assertions[:2],
-        A(6, "ordered_block_interrupted", "passed", 21,
-          "ordered block `main` of skill `transfer_money` interrupted at step `confirm`", 4),
-        A(9, "sequencing", "passed", 32, "all 4 steps happened in order", 5),
-    ))
+    express = msgspec.structs.replace(
+        express,
+        finished=True,
+        assertions=(
+            express.assertions[0],
+            A(5, "tool_executed", "failed", None, EXPRESS, 3),
+            express.assertions[2],
+        ),
+    )
+    transfer = msgspec.structs.replace(
+        transfer,
+        verdict="passed",
+        finished=True,
+        turns=5,
+        events=35,
+        assertions=(
+            *transfer.assertions[:2],
+            A(
+                6,
+                "ordered_block_interrupted",
+                "passed",
+                21,
+                "ordered block `main` of skill `transfer_money` interrupted at step `confirm`",
+                4,
+            ),
+            A(9, "sequencing", "passed", 32, "all 4 steps happened in order", 5),
+        ),
+    )
     return msgspec.structs.replace(
-        snap, conversations=(ok, express, transfer), final=True, elapsed=2.14,
-        events_per_second=42.5, bad_events=0,
+        snap,
+        conversations=(ok, express, transfer),
+        final=True,
+        elapsed=2.14,
+        events_per_second=42.5,
+        bad_events=0,
         statistics=Statistics(events=91, conversations=3, passed=2, failed=1, decisions=11),
     )
 
@@ -218,33 +359,67 @@ def long_reason() -> LiveSnapshot:
     """A reason of a few thousand characters, a newline, an escape and an unbroken run."""
     quoted = " ".join(["One moment please, I am still looking that up for you."] * 40)
     return LiveSnapshot(
-        (C("balance-chatty-3", BALANCE, "failed", 104, (
-            A(0, "skill_activated", "passed", 6, "skill `account_overview` activated", 1),
-            A(6, "bot_did_not_utter", "failed", 14,
-              f"agent uttered the forbidden message:\n\x1b[31m\"{quoted}\"", 2),
-            A(7, "memory_was_set", "failed", None, "memory `" + "x" * 400 + "` was never set", 9),
-        ), turns=9),),
-        Statistics(events=104, conversations=1, open=1), elapsed=12.0, events_per_second=8.7,
+        (
+            C(
+                "balance-chatty-3",
+                BALANCE,
+                "failed",
+                104,
+                (
+                    A(0, "skill_activated", "passed", 6, "skill `account_overview` activated", 1),
+                    A(
+                        6,
+                        "bot_did_not_utter",
+                        "failed",
+                        14,
+                        f'agent uttered the forbidden message:\n\x1b[31m"{quoted}"',
+                        2,
+                    ),
+                    A(
+                        7,
+                        "memory_was_set",
+                        "failed",
+                        None,
+                        "memory `" + "x" * 400 + "` was never set",
+                        9,
+                    ),
+                ),
+                turns=9,
+            ),
+        ),
+        Statistics(events=104, conversations=1, open=1),
+        elapsed=12.0,
+        events_per_second=8.7,
         source="follow:/var/log/mantle/" + "very-long-directory-name/" * 6 + "events.jsonl",
     )
 
 
 def empty() -> LiveSnapshot:
-    return LiveSnapshot((), Statistics(), elapsed=0.4, events_per_second=0.0,
-                        source="unix:/tmp/mantle.sock")
+    return LiveSnapshot(
+        (), Statistics(), elapsed=0.4, events_per_second=0.0, source="unix:/tmp/mantle.sock"
+    )
 
 
 def odd() -> LiveSnapshot:
     """Records at their edges: no scenario, no assertions, nothing decided, no turn."""
-    return LiveSnapshot((
-        C("c-1", None, "pending", 1, (A(0, "skill_activated", "pending"),)),
-        C("c-2", "No goals", "passed", 3, (), finished=True),
-        C("c-3", "", "failed", 2, (A(0, "bot_did_not_utter", "failed", 2, ""),)),
-    ), Statistics(events=6), elapsed=0.05, events_per_second=120.0)
+    return LiveSnapshot(
+        (
+            C("c-1", None, "pending", 1, (A(0, "skill_activated", "pending"),)),
+            C("c-2", "No goals", "passed", 3, (), finished=True),
+            C("c-3", "", "failed", 2, (A(0, "bot_did_not_utter", "failed", 2, ""),)),
+        ),
+        Statistics(events=6),
+        elapsed=0.05,
+        events_per_second=120.0,
+    )
 
 
 SNAPSHOTS: dict[str, Callable[[], LiveSnapshot]] = {
-    "mixed": mixed, "many": many, "final": final, "long_reason": long_reason, "empty": empty,
+    "mixed": mixed,
+    "many": many,
+    "final": final,
+    "long_reason": long_reason,
+    "empty": empty,
     "odd": odd,
 }
 
@@ -278,7 +453,7 @@ def test_final_view_ends_with_the_summary_line() -> None:
     text = render(LiveView(final()), 80)
     check_golden("final_80", text)
     assert " ".join(text.splitlines()[-2:]) == summary_line(final())  # broken after a `;`
-    assert text.splitlines()[-1] == summary_line(final())[-len(text.splitlines()[-1]):]
+    assert text.splitlines()[-1] == summary_line(final())[-len(text.splitlines()[-1]) :]
     assert render(LiveView(final()), 120).splitlines()[-1] == summary_line(final())
 
 
@@ -338,20 +513,35 @@ def test_compact_latest_is_the_newest_decision_else_the_first_failure() -> None:
 
 def test_a_failed_row_shows_its_failure_even_when_a_pass_came_after() -> None:
     snap = many()
-    passed_later = Decision("balance-wait-2", BALANCE, 0, "skill_activated", "passed", 14,
-                            "skill `account_overview` activated", 1)
+    passed_later = Decision(
+        "balance-wait-2",
+        BALANCE,
+        0,
+        "skill_activated",
+        "passed",
+        14,
+        "skill `account_overview` activated",
+        1,
+    )
     snap = msgspec.structs.replace(snap, latest=(*snap.latest, passed_later))
-    row = next(line for line in render(LiveView(snap), 120).splitlines()
-               if "balance-wait-2" in line)
+    row = next(
+        line for line in render(LiveView(snap), 120).splitlines() if "balance-wait-2" in line
+    )
     assert "✘ #3 agent uttered the forbidden message" in row
 
 
 def test_long_ids_are_cut_in_the_middle_keeping_their_tail() -> None:
     snap = many()
     ids = [f"sim-7c1e0b2a-4d5e-4f60-8a9b-{n:012x}" for n in range(12)]
-    snap = msgspec.structs.replace(snap, latest=(), stopped_early=(), conversations=tuple(
-        msgspec.structs.replace(c, conversation_id=cid)
-        for c, cid in zip(snap.conversations, ids, strict=True)))
+    snap = msgspec.structs.replace(
+        snap,
+        latest=(),
+        stopped_early=(),
+        conversations=tuple(
+            msgspec.structs.replace(c, conversation_id=cid)
+            for c, cid in zip(snap.conversations, ids, strict=True)
+        ),
+    )
     rows = render(LiveView(snap), 100).splitlines()
     for cid in ids:  # cut, but the distinguishing tail is always shown
         assert any("sim-7c1…" in row and cid[-12:] in row for row in rows), cid
@@ -359,13 +549,22 @@ def test_long_ids_are_cut_in_the_middle_keeping_their_tail() -> None:
 
 def test_detail_limit_chooses_between_sections_and_the_table() -> None:
     assert "conversation" in render(LiveView(mixed(), detail_limit=2), 100).splitlines()[4]
-    assert re.search(r"\n  ✘ failed +#1 tool_executed ", render(LiveView(many(), detail_limit=12),
-                                                                 120))
+    assert re.search(
+        r"\n  ✘ failed +#1 tool_executed ", render(LiveView(many(), detail_limit=12), 120)
+    )
 
 
-@pytest.mark.parametrize(("elapsed", "clock"), [
-    (0.0, "00:00.0"), (4.25, "00:04.2"), (59.96, "01:00.0"), (3725.3, "62:05.3"), (-1.0, "00:00.0"),
-], ids=["zero", "tenths", "rounds-up-a-minute", "past-an-hour", "negative"])
+@pytest.mark.parametrize(
+    ("elapsed", "clock"),
+    [
+        (0.0, "00:00.0"),
+        (4.25, "00:04.2"),
+        (59.96, "01:00.0"),
+        (3725.3, "62:05.3"),
+        (-1.0, "00:00.0"),
+    ],
+    ids=["zero", "tenths", "rounds-up-a-minute", "past-an-hour", "negative"],
+)
 def test_header_shows_elapsed_as_minutes_seconds_tenths(elapsed: float, clock: str) -> None:
     snap = msgspec.structs.replace(empty(), elapsed=elapsed)
     assert f"│ unix:/tmp/mantle.sock · {clock} · 0 events" in render(LiveView(snap), 80)
@@ -374,8 +573,9 @@ def test_header_shows_elapsed_as_minutes_seconds_tenths(elapsed: float, clock: s
 def test_header_counts_bad_events_and_unjudged_conversations_only_when_present() -> None:
     quiet = render(LiveView(empty()), 120)
     assert "bad event" not in quiet and "not judged" not in quiet
-    loud = msgspec.structs.replace(empty(), bad_events=1,
-                                   statistics=Statistics(events=5, conversations=2, unmatched=2))
+    loud = msgspec.structs.replace(
+        empty(), bad_events=1, statistics=Statistics(events=5, conversations=2, unmatched=2)
+    )
     assert "5 events · 0 events/s · 1 bad event " in render(LiveView(loud), 120)
     assert "0 failed · 2 not judged" in render(LiveView(loud), 120)
 
@@ -414,14 +614,26 @@ def test_the_view_imports_nothing_that_holds_state() -> None:
     live = Path(__file__).parent.parent / "mantle_stream" / "outputs" / "live.py"
     tree = ast.parse(live.read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for alias in node.names}
+    imported |= {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
     project = {name for name in imported if name and name.startswith("mantle_stream")}
     # core.errors only for its constant table of control-character escapes.
-    assert project == {"mantle_stream.core.errors", "mantle_stream.outputs.table",
-                       "mantle_stream.core.verdicts"}
+    assert project == {
+        "mantle_stream.core.errors",
+        "mantle_stream.outputs.table",
+        "mantle_stream.core.verdicts",
+    }
     assert {name.split(".")[0] for name in imported if name} <= {
-        "__future__", "collections", "msgspec", "rich", "mantle_stream"}
+        "__future__",
+        "collections",
+        "msgspec",
+        "rich",
+        "mantle_stream",
+    }
 
 
 def test_a_snapshot_is_plain_data_that_round_trips_through_json() -> None:
@@ -432,40 +644,94 @@ def test_a_snapshot_is_plain_data_that_round_trips_through_json() -> None:
 # ---------------------------------------------------------------- plain lines
 
 
-@pytest.mark.parametrize(("decision", "line"), [
-    (Decision("card-replace-2", CARD, 5, "tool_executed", "failed", 19,
-              "tool `order_replacement` ran with shipping=`\"express\"`", 3),
-     "card-replace-2  #5 tool_executed      FAILED at seq 19 (turn 3): "
-     "tool `order_replacement` ran with shipping=`\"express\"`"),
-    (Decision("c-17", CARD, 3, "memory_was_not_set", "passed", None,
-              "memory `card_replace.fraud_review` never ended with a forbidden write", 5),
-     "c-17  #3 memory_was_not_set PASSED at end (turn 5): "
-     "memory `card_replace.fraud_review` never ended with a forbidden write"),
-    (Decision("c-1", FRAUD, 12, "ordered_block_interrupted", "passed", 16, "ok"),
-     "c-1  #12 ordered_block_interrupted PASSED at seq 16 (turn 0): ok"),
-    (Decision("c-2", BALANCE, 6, "bot_did_not_utter", "failed", 9,
-              "said: \"One moment,\nplease\twait\x1b[0m\""),
-     "c-2  #6 bot_did_not_utter  FAILED at seq 9 (turn 0): "
-     "said: \"One moment,\\nplease\\twait\\x1b[0m\""),
-], ids=["failed-at-seq", "passed-at-end", "kind-longer-than-the-pad", "control-chars-escaped"])
+@pytest.mark.parametrize(
+    ("decision", "line"),
+    [
+        (
+            Decision(
+                "card-replace-2",
+                CARD,
+                5,
+                "tool_executed",
+                "failed",
+                19,
+                'tool `order_replacement` ran with shipping=`"express"`',
+                3,
+            ),
+            "card-replace-2  #5 tool_executed      FAILED at seq 19 (turn 3): "
+            'tool `order_replacement` ran with shipping=`"express"`',
+        ),
+        (
+            Decision(
+                "c-17",
+                CARD,
+                3,
+                "memory_was_not_set",
+                "passed",
+                None,
+                "memory `card_replace.fraud_review` never ended with a forbidden write",
+                5,
+            ),
+            "c-17  #3 memory_was_not_set PASSED at end (turn 5): "
+            "memory `card_replace.fraud_review` never ended with a forbidden write",
+        ),
+        (
+            Decision("c-1", FRAUD, 12, "ordered_block_interrupted", "passed", 16, "ok"),
+            "c-1  #12 ordered_block_interrupted PASSED at seq 16 (turn 0): ok",
+        ),
+        (
+            Decision(
+                "c-2",
+                BALANCE,
+                6,
+                "bot_did_not_utter",
+                "failed",
+                9,
+                'said: "One moment,\nplease\twait\x1b[0m"',
+            ),
+            "c-2  #6 bot_did_not_utter  FAILED at seq 9 (turn 0): "
+            'said: "One moment,\\nplease\\twait\\x1b[0m"',
+        ),
+    ],
+    ids=["failed-at-seq", "passed-at-end", "kind-longer-than-the-pad", "control-chars-escaped"],
+)
 def test_decision_line(decision: Decision, line: str) -> None:
     assert decision_line(decision) == line
 
 
-@pytest.mark.parametrize(("snapshot", "line"), [
-    (LiveSnapshot((*mixed().conversations[:2], _conv("c-3", CARD, "ff", 9)),
-                  Statistics(events=412), 2.1, 196.2, stopped_early=("card-replace-express-2",)),
-     "3 conversations: 1 passed, 2 failed (1 stopped early); 412 events in 2.1 s "
-     "(196 events/s)"),
-    (LiveSnapshot((_conv("c-1", CARD, "p", 1),), Statistics(events=1), 0.25, 4.0),
-     "1 conversation: 1 passed, 0 failed; 1 event in 0.2 s (4.0 events/s)"),
-    (final(), "3 conversations: 2 passed, 1 failed (1 stopped early); 91 events in 2.1 s "
-     "(42 events/s)"),
-    (msgspec.structs.replace(many(), final=True, bad_events=3,
-                             statistics=Statistics(events=381, unmatched=1)),
-     "12 conversations: 3 passed, 4 failed, 5 pending (2 stopped early); 381 events in 83.4 s "
-     "(212 events/s); 3 bad events skipped; 1 conversation not judged"),
-    (empty(), "0 conversations: 0 passed, 0 failed; 0 events in 0.4 s (0 events/s)"),
-], ids=["example", "singular", "final", "interrupted-with-extras", "empty"])
+@pytest.mark.parametrize(
+    ("snapshot", "line"),
+    [
+        (
+            LiveSnapshot(
+                (*mixed().conversations[:2], _conv("c-3", CARD, "ff", 9)),
+                Statistics(events=412),
+                2.1,
+                196.2,
+                stopped_early=("card-replace-express-2",),
+            ),
+            "3 conversations: 1 passed, 2 failed (1 stopped early); 412 events in 2.1 s "
+            "(196 events/s)",
+        ),
+        (
+            LiveSnapshot((_conv("c-1", CARD, "p", 1),), Statistics(events=1), 0.25, 4.0),
+            "1 conversation: 1 passed, 0 failed; 1 event in 0.2 s (4.0 events/s)",
+        ),
+        (
+            final(),
+            "3 conversations: 2 passed, 1 failed (1 stopped early); 91 events in 2.1 s "
+            "(42 events/s)",
+        ),
+        (
+            msgspec.structs.replace(
+                many(), final=True, bad_events=3, statistics=Statistics(events=381, unmatched=1)
+            ),
+            "12 conversations: 3 passed, 4 failed, 5 pending (2 stopped early); "
+            "381 events in 83.4 s (212 events/s); 3 bad events skipped; 1 conversation not judged",
+        ),
+        (empty(), "0 conversations: 0 passed, 0 failed; 0 events in 0.4 s (0 events/s)"),
+    ],
+    ids=["example", "singular", "final", "interrupted-with-extras", "empty"],
+)
 def test_summary_line(snapshot: LiveSnapshot, line: str) -> None:
     assert summary_line(snapshot) == line

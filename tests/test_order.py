@@ -20,13 +20,14 @@ from typing import Any
 
 import anyio
 import pytest
-from test_assertions_harness import scenario
 
 import mantle_stream as ms
 from mantle_stream.feeds import open_feed
 from mantle_stream.outputs.junit import JunitWriter
 from mantle_stream.outputs.report import build_report, notes
 from mantle_stream.runner import Runner
+
+from _harness import scenario
 
 pytestmark = pytest.mark.anyio
 
@@ -40,28 +41,48 @@ def row(seq: int | None, cid: str = "c", event_id: str | None = None, **payload:
     """A ProtoJSON line; ``event_id`` defaults to one derived from the sequence."""
     if event_id is None and seq is not None:
         event_id = f"{cid}-{seq}"
-    return json.dumps({"conversation_id": cid, "timestamp": 1.0, "metadata": None,
-                       "event_id": event_id, "sequence": seq, **payload, "user_id": None,
-                       "deployment_environment": None, "session_id": None}).encode()
+    return json.dumps(
+        {
+            "conversation_id": cid,
+            "timestamp": 1.0,
+            "metadata": None,
+            "event_id": event_id,
+            "sequence": seq,
+            **payload,
+            "user_id": None,
+            "deployment_environment": None,
+            "session_id": None,
+        }
+    ).encode()
 
 
-SEQUENCE = {"sequencing": [{"memory_was_set": "a.first"}, {"memory_was_set": "a.second"},
-                           {"skill_completed": {"skill_id": "k"}}]}
+SEQUENCE = {
+    "sequencing": [
+        {"memory_was_set": "a.first"},
+        {"memory_was_set": "a.second"},
+        {"skill_completed": {"skill_id": "k"}},
+    ]
+}
 NOT_SET_LAST = {"memory_was_not_set": [{"name": "a.x", "value": 1}]}
 
 
 def conversation(cid: str = "c") -> list[bytes]:
-    return [row(0, cid, session_started={}), row(1, cid, user={"text": "hi"}),
-            row(2, cid, memory_set={"key": "a.first", "value_json": "1"}),
-            row(3, cid, stack={"update": "[]"}),
-            row(4, cid, memory_set={"key": "a.x", "value_json": "1"}),
-            row(5, cid, memory_set={"key": "a.second", "value_json": "2"}),
-            row(6, cid, memory_set={"key": "a.x", "value_json": "2"}),
-            row(7, cid, skill_completed={"skill_id": "k"}), row(8, cid, session_ended={})]
+    return [
+        row(0, cid, session_started={}),
+        row(1, cid, user={"text": "hi"}),
+        row(2, cid, memory_set={"key": "a.first", "value_json": "1"}),
+        row(3, cid, stack={"update": "[]"}),
+        row(4, cid, memory_set={"key": "a.x", "value_json": "1"}),
+        row(5, cid, memory_set={"key": "a.second", "value_json": "2"}),
+        row(6, cid, memory_set={"key": "a.x", "value_json": "2"}),
+        row(7, cid, skill_completed={"skill_id": "k"}),
+        row(8, cid, session_ended={}),
+    ]
 
 
-def outcomes(lines: list[bytes], *assertions: dict[str, Any], **options: Any
-             ) -> tuple[list[tuple[str, int | None]], ms.Statistics]:
+def outcomes(
+    lines: list[bytes], *assertions: dict[str, Any], **options: Any
+) -> tuple[list[tuple[str, int | None]], ms.Statistics]:
     evaluator = ms.Evaluator([scenario(*assertions)], **options)
     for line in lines:
         evaluator.push_line(line)
@@ -148,9 +169,12 @@ def test_rows_without_sequence_or_event_id_are_never_taken_for_duplicates() -> N
 def test_a_row_without_sequence_waits_behind_the_rows_that_came_before_it() -> None:
     # 2 arrives before 1; the sequence-less write of a.x = 1 arrives after 2, so it
     # is applied after 2 (and after 1, which fills the gap), never before them.
-    lines = [row(0, session_started={}), row(2, memory_set={"key": "a.x", "value_json": "2"}),
-             row(None, event_id="e-x", memory_set={"key": "a.x", "value_json": "1"}),
-             row(1, user={"text": "hi"})]
+    lines = [
+        row(0, session_started={}),
+        row(2, memory_set={"key": "a.x", "value_json": "2"}),
+        row(None, event_id="e-x", memory_set={"key": "a.x", "value_json": "1"}),
+        row(1, user={"text": "hi"}),
+    ]
     got, stats = outcomes(lines, NOT_SET_LAST)
     assert got == [("failed", None)]  # the last write was 1
     assert stats.held == 0 and stats.gaps == 0
@@ -165,9 +189,12 @@ async def test_a_gap_is_given_up_after_the_gap_timeout_not_on_a_short_quiet() ->
     evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
     decided: list[tuple[float, ms.Decision]] = []
     started = anyio.current_time()
-    runner = Runner(evaluator, linger=0.1, gap_timeout=0.8,
-                    on_decisions=lambda ds: decided.extend(
-                        (anyio.current_time() - started, d) for d in ds))
+    runner = Runner(
+        evaluator,
+        linger=0.1,
+        gap_timeout=0.8,
+        on_decisions=lambda ds: decided.extend((anyio.current_time() - started, d) for d in ds),
+    )
     async with open_feed("tcp://127.0.0.1:0") as feed:
         host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
 
@@ -210,11 +237,21 @@ def test_events_held_until_the_scenario_is_named_keep_their_kind() -> None:
     # Several scenarios, no results file: a conversation's first rows wait until
     # one names its scenario, then are applied; a newer kind among them is not a
     # bad event when it is.
-    a = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "a", "simulation_context": "x",
-        "goals": {"assertions": [{"skill_activated": {"skill_id": "k"}}]}}}), "a.yml")
-    b = ms.load_scenario_text(json.dumps({"scenario": {"name": "b", "simulation_context": "x"}}),
-                              "b.yml")
+    a = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "a",
+                    "simulation_context": "x",
+                    "goals": {"assertions": [{"skill_activated": {"skill_id": "k"}}]},
+                }
+            }
+        ),
+        "a.yml",
+    )
+    b = ms.load_scenario_text(
+        json.dumps({"scenario": {"name": "b", "simulation_context": "x"}}), "b.yml"
+    )
     evaluator = ms.Evaluator([a, b])
     evaluator.push_line(row(0, brand_new_kind={}))
     evaluator.push_line(json.dumps({"event": "slot", "sender_id": "c", "sequence": 1}))
@@ -230,11 +267,21 @@ def test_a_conversation_that_names_no_scenario_is_not_kept_waiting_beyond_a_mebi
     # Several scenarios loaded: events wait until one names its scenario, but
     # 200 bot messages of 20 KB are 4 MB; the wait is given up after 1 MiB,
     # reported, and what it held is let go of.
-    a = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "a", "simulation_context": "x",
-        "goals": {"assertions": [{"bot_uttered": {"text_matches": "x"}}]}}}), "a.yml")
-    b = ms.load_scenario_text(json.dumps({"scenario": {"name": "b", "simulation_context": "x"}}),
-                              "b.yml")
+    a = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "a",
+                    "simulation_context": "x",
+                    "goals": {"assertions": [{"bot_uttered": {"text_matches": "x"}}]},
+                }
+            }
+        ),
+        "a.yml",
+    )
+    b = ms.load_scenario_text(
+        json.dumps({"scenario": {"name": "b", "simulation_context": "x"}}), "b.yml"
+    )
     evaluator = ms.Evaluator([a, b])
     big = "x" * 20_000
     tracemalloc.start()
@@ -261,14 +308,19 @@ def test_a_conversation_that_names_no_scenario_is_not_kept_waiting_beyond_a_mebi
     assert [r.conversation_id for r in evaluator.results()] == ["brief"]
     report = build_report(evaluator)
     assert report.warnings is not None and report.warnings.unnamed_given_up == 1
-    assert any("1 conversation named no scenario within the first 1,000 events or 1 MiB" in line
-               for line in notes(report))
+    assert any(
+        "1 conversation named no scenario within the first 1,000 events or 1 MiB" in line
+        for line in notes(report)
+    )
 
 
 def test_a_held_row_without_sequence_survives_a_checkpoint() -> None:
     wrote = {"memory_was_set": [{"name": "a.k", "value": 1}]}
-    first = [row(0, session_started={}), row(2, user={"text": "hi"}),
-             row(None, event_id="x", memory_set={"key": "a.k", "value_json": "1"})]
+    first = [
+        row(0, session_started={}),
+        row(2, user={"text": "hi"}),
+        row(None, event_id="x", memory_set={"key": "a.k", "value_json": "1"}),
+    ]
     rest = [row(1, user={"text": "hello"}), row(3, session_ended={})]
     evaluator = ms.Evaluator([scenario(wrote)])
     for line in first:
@@ -282,26 +334,36 @@ def test_a_held_row_without_sequence_survives_a_checkpoint() -> None:
 
 
 def test_events_after_the_end_are_late_whatever_their_order() -> None:
-    _, stats = outcomes([row(0, session_started={}), row(1, session_ended={}),
-                         row(5, user={"text": "x"}), row(4, user={"text": "y"})], NOT_SET_LAST)
+    _, stats = outcomes(
+        [
+            row(0, session_started={}),
+            row(1, session_ended={}),
+            row(5, user={"text": "x"}),
+            row(4, user={"text": "y"}),
+        ],
+        NOT_SET_LAST,
+    )
     assert (stats.late_events, stats.duplicates) == (2, 0)
 
 
 def test_a_flat_row_is_never_taken_for_a_learnt_newer_kind() -> None:
     evaluator = ms.Evaluator([scenario({"bot_uttered": {"text_matches": "hello"}})])
     evaluator.push_line(row(0, data={"x": 1}))  # a newer kind named `data`, learnt
-    evaluator.push_chunk(b'{"event": "bot", "conversation_id": "c", "sequence": 1, '
-                         b'"text": "hello", "data": {}}\n')
+    evaluator.push_chunk(
+        b'{"event": "bot", "conversation_id": "c", "sequence": 1, "text": "hello", "data": {}}\n'
+    )
     evaluator.finish_all()
     [result] = evaluator.results()
     assert result.assertions[0].verdict == "passed"
 
 
 def test_a_restored_run_counts_the_events_of_unjudged_conversations_once() -> None:
-    a = ms.load_scenario_text(json.dumps({"scenario": {"name": "a", "simulation_context": "x"}}),
-                              "a.yml")
-    b = ms.load_scenario_text(json.dumps({"scenario": {"name": "b", "simulation_context": "x"}}),
-                              "b.yml")
+    a = ms.load_scenario_text(
+        json.dumps({"scenario": {"name": "a", "simulation_context": "x"}}), "a.yml"
+    )
+    b = ms.load_scenario_text(
+        json.dumps({"scenario": {"name": "b", "simulation_context": "x"}}), "b.yml"
+    )
     lines = [row(0, "u", user={"text": "hi"}), row(1, "u", user={"text": "hi"})]
     first = ms.Evaluator([a, b])
     for line in lines:
@@ -319,8 +381,12 @@ async def test_a_file_is_judged_the_same_however_slowly_it_is_read(tmp_path: Any
     # reading took to get there.
     path = tmp_path / "feed.jsonl"
     filler = [row(i % 500, f"f{i // 500}", user={"text": "x"}) for i in range(40_000)]
-    lines = [row(0, session_started={}), row(2, memory_set={"key": "a.x", "value_json": "2"}),
-             *filler, row(1, memory_set={"key": "a.x", "value_json": "1"})]
+    lines = [
+        row(0, session_started={}),
+        row(2, memory_set={"key": "a.x", "value_json": "2"}),
+        *filler,
+        row(1, memory_set={"key": "a.x", "value_json": "1"}),
+    ]
     path.write_bytes(b"\n".join(lines) + b"\n")
     evaluator = ms.Evaluator([scenario(NOT_SET_LAST)])
     async with open_feed(str(path)) as feed:
@@ -331,8 +397,14 @@ async def test_a_file_is_judged_the_same_however_slowly_it_is_read(tmp_path: Any
 
 
 async def test_a_conversation_settled_by_the_gap_timeout_gets_its_stop_message() -> None:
-    evaluator = ms.Evaluator([scenario({"bot_did_not_utter": {"text_matches": "sorry"}},
-                                       {"skill_activated": {"skill_id": "k"}})])
+    evaluator = ms.Evaluator(
+        [
+            scenario(
+                {"bot_did_not_utter": {"text_matches": "sorry"}},
+                {"skill_activated": {"skill_id": "k"}},
+            )
+        ]
+    )
     async with open_feed("tcp://127.0.0.1:0") as feed:
         host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
 
@@ -350,15 +422,19 @@ async def test_a_conversation_settled_by_the_gap_timeout_gets_its_stop_message()
             await Runner(evaluator, linger=0.2, gap_timeout=0.3).run(feed)
     [result] = evaluator.results()
     assert [a.verdict for a in result.assertions] == ["failed", "skipped"]
-    assert "after assertion #0 `bot_did_not_utter` failed at sequence 2" in \
-        result.assertions[1].reason
+    assert (
+        "after assertion #0 `bot_did_not_utter` failed at sequence 2" in result.assertions[1].reason
+    )
 
 
 def test_a_wild_sequence_is_a_bad_event_not_a_new_high_water_mark() -> None:
     evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
     evaluator.push_line(row(0, session_started={}))
-    with pytest.raises(ms.EventError, match=r"`sequence` 1000000000000 is more than 100,000 "
-                                            r"beyond the highest this conversation has had"):
+    with pytest.raises(
+        ms.EventError,
+        match=r"`sequence` 1000000000000 is more than 100,000 "
+        r"beyond the highest this conversation has had",
+    ):
         evaluator.push_line(row(10**12, user={"text": "typo"}))
     decisions = evaluator.push_line(row(1, skill_activated={"skill_id": "k"}))
     assert [(d.verdict, d.decided_at) for d in decisions] == [("passed", 1)]
@@ -372,14 +448,15 @@ def test_a_wild_sequence_is_a_bad_event_not_a_new_high_water_mark() -> None:
 
 
 def finished_conversation(cid: str, fails: bool) -> list[bytes]:
-    return [row(0, cid, session_started={}),
-            row(1, cid, skill_activated={"skill_id": "other" if fails else "k"}),
-            row(2, cid, session_ended={})]
+    return [
+        row(0, cid, session_started={}),
+        row(1, cid, skill_activated={"skill_id": "other" if fails else "k"}),
+        row(2, cid, session_ended={}),
+    ]
 
 
 def test_only_the_most_recent_finished_conversations_are_kept() -> None:
-    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})],
-                             keep_finished=10)
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})], keep_finished=10)
     for n in range(1000):
         for line in finished_conversation(f"c{n}", fails=n % 4 == 0):
             evaluator.push_line(line)
@@ -388,7 +465,12 @@ def test_only_the_most_recent_finished_conversations_are_kept() -> None:
     s = report.summary
     # Every conversation is counted; only the last ten are listed.
     assert (s.conversations, s.passed, s.failed, s.assertions, s.omitted) == (
-        1000, 750, 250, 1000, 990)
+        1000,
+        750,
+        250,
+        1000,
+        990,
+    )
     assert evaluator.statistics().conversations == 1000
     # An event of a conversation let go of is late: it opens no new one.
     evaluator.push_line(row(3, "c5", user={"text": "late"}))

@@ -9,8 +9,11 @@ import pytest
 
 import mantle_stream
 
-MODULES = sorted(m.name for m in pkgutil.walk_packages(mantle_stream.__path__, "mantle_stream.")
-                 if m.name != "mantle_stream.__main__")
+MODULES = sorted(
+    m.name
+    for m in pkgutil.walk_packages(mantle_stream.__path__, "mantle_stream.")
+    if m.name != "mantle_stream.__main__"
+)
 
 
 @pytest.mark.parametrize("name", ["mantle_stream", *MODULES])
@@ -22,8 +25,17 @@ def test_module_all_names_exist(name: str) -> None:
 
 
 def test_root_reexports_the_library_api() -> None:
-    for name in ("Evaluator", "load_scenarios", "load_scenario_text", "Decision", "Event",
-                 "MantleStreamError", "ScenarioError", "EventError", "build_report"):
+    for name in (
+        "Evaluator",
+        "load_scenarios",
+        "load_scenario_text",
+        "Decision",
+        "Event",
+        "MantleStreamError",
+        "ScenarioError",
+        "EventError",
+        "build_report",
+    ):
         assert name in mantle_stream.__all__
 
 
@@ -44,10 +56,13 @@ def test_help_answers_without_loading_the_engine() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from mantle_stream.cli.parser import main\n"
-            "try:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('msgspec', 'anyio', 'rich', 'yaml') or m == 'mantle_stream.core.engine.evaluator'))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=True)
+    code = (
+        "import sys; from mantle_stream.cli.parser import main\n"
+        "try:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('msgspec', 'anyio', 'rich', 'yaml') or m == 'mantle_stream.core.engine.evaluator'))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert proc.stdout.strip().splitlines()[-1] == "[]"

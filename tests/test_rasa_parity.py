@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_assertions_harness import (
+
+from _harness import (
     D,
     Ev,
     assert_outcome,
@@ -35,20 +36,27 @@ YES_NO = [{"title": "Yes", "payload": "/affirm"}, {"title": "No", "payload": "/d
 
 def test_memory_true_is_not_the_number_1() -> None:
     # Rasa: passed (True == 1 in Python). Reference: "The type must match".
-    assert_outcome({"memory_was_set": [{"name": "a.b", "value": 1}]},
-                   [user(), setm("a.b", True)], "failed")
+    assert_outcome(
+        {"memory_was_set": [{"name": "a.b", "value": 1}]}, [user(), setm("a.b", True)], "failed"
+    )
 
 
 def test_bot_uttered_needs_one_message_to_meet_every_field() -> None:
     # Rasa: passed (the response name in one message, the text in another).
-    assert_outcome({"bot_uttered": {"utter_name": "utter_done", "text_matches": "ordered"}},
-                   [user(), bot("Sure.", utter="utter_done"), bot("It was ordered.")], "failed")
+    assert_outcome(
+        {"bot_uttered": {"utter_name": "utter_done", "text_matches": "ordered"}},
+        [user(), bot("Sure.", utter="utter_done"), bot("It was ordered.")],
+        "failed",
+    )
 
 
 def test_bot_did_not_utter_fails_only_when_one_message_meets_every_field() -> None:
     # Rasa: failed (any message meeting any one field).
-    assert_outcome({"bot_did_not_utter": {"utter_name": "utter_sorry", "text_matches": "wait"}},
-                   [user(), bot("Sorry.", utter="utter_sorry"), bot("Please wait.")], "passed")
+    assert_outcome(
+        {"bot_did_not_utter": {"utter_name": "utter_sorry", "text_matches": "wait"}},
+        [user(), bot("Sorry.", utter="utter_sorry"), bot("Please wait.")],
+        "passed",
+    )
 
 
 def test_unordered_tool_window_finds_an_assignment_greedy_first_fit_misses() -> None:
@@ -56,50 +64,72 @@ def test_unordered_tool_window_finds_an_assignment_greedy_first_fit_misses() -> 
     # the run with id 1 to the first call and has nothing left for the second.
     # Rasa: failed. Ours: a one-to-one assignment exists, so passed.
     any_lookup, lookup_1 = call("lookup"), call("lookup", arguments={"id": 1})
-    assert_outcome(within(any_lookup, lookup_1, extras=True), [
-        user(), tool("lookup", args={"id": 1}), D(tool("lookup", args={"id": 2})),
-    ], "passed")
+    assert_outcome(
+        within(any_lookup, lookup_1, extras=True),
+        [
+            user(),
+            tool("lookup", args={"id": 1}),
+            D(tool("lookup", args={"id": 2})),
+        ],
+        "passed",
+    )
 
 
 def test_buttons_listed_beyond_those_carried_do_not_match() -> None:
     # Rasa: passed (the pairs are zipped, the extra listed button ignored).
-    assert_outcome({"bot_uttered": {"buttons": [*YES_NO, {"title": "Maybe"}]}},
-                   [user(), bot("?", buttons=YES_NO)], "failed")
+    assert_outcome(
+        {"bot_uttered": {"buttons": [*YES_NO, {"title": "Maybe"}]}},
+        [user(), bot("?", buttons=YES_NO)],
+        "failed",
+    )
 
 
 def test_a_button_listed_without_payload_matches_any_payload() -> None:
     # Rasa: failed (an omitted payload must equal the carried one, so be empty).
-    assert_outcome({"bot_uttered": {"buttons": [{"title": "Yes"}, {"title": "No"}]}},
-                   [user(), D(bot("?", buttons=YES_NO))], "passed")
+    assert_outcome(
+        {"bot_uttered": {"buttons": [{"title": "Yes"}, {"title": "No"}]}},
+        [user(), D(bot("?", buttons=YES_NO))],
+        "passed",
+    )
 
 
 def test_an_argument_listed_as_null_does_not_match_a_run_without_it() -> None:
     # Rasa: passed (a missing argument reads as null).
-    assert_outcome(call("lookup", arguments={"id": None}),
-                   [user(), tool("lookup", args={})], "failed")
+    assert_outcome(
+        call("lookup", arguments={"id": None}), [user(), tool("lookup", args={})], "failed"
+    )
 
 
 def test_complete_skill_is_a_framework_tool_in_a_tool_window() -> None:
     # Rasa 3.21's list has `complete`, not `complete_skill`: there it is an extra call.
-    assert_outcome(within(call("check_balance"), call("order_replacement"), extras=False), [
-        user(), tool("check_balance"), tool("complete_skill"), tool("order_replacement"),
-        D(user("thanks")),
-    ], "passed")
+    assert_outcome(
+        within(call("check_balance"), call("order_replacement"), extras=False),
+        [
+            user(),
+            tool("check_balance"),
+            tool("complete_skill"),
+            tool("order_replacement"),
+            D(user("thanks")),
+        ],
+        "passed",
+    )
 
 
 def test_bot_did_not_utter_with_buttons_uses_the_positions_of_bot_uttered() -> None:
     # Rasa: failed (it carries a listed button, somewhere). Ours: "No" is not the
     # first button, so this message does not match.
-    assert_outcome({"bot_did_not_utter": {"buttons": [{"title": "No"}]}},
-                   [user(), bot("?", buttons=YES_NO)], "passed")
+    assert_outcome(
+        {"bot_did_not_utter": {"buttons": [{"title": "No"}]}},
+        [user(), bot("?", buttons=YES_NO)],
+        "passed",
+    )
 
 
 @pytest.mark.parametrize("kind", ["bot_uttered", "bot_did_not_utter"])
 def test_a_regular_expression_never_matches_a_message_without_text(kind: str) -> None:
     # Rasa: the run errors (re.search on None). Ours: the message does not match.
     verdict = "failed" if kind == "bot_uttered" else "passed"
-    assert_outcome({kind: {"text_matches": ".*"}}, [user(), bot(None, utter="utter_x")],
-                   verdict)
+    assert_outcome({kind: {"text_matches": ".*"}}, [user(), bot(None, utter="utter_x")], verdict)
 
 
 # --------------------------------------------------------------------------
@@ -110,24 +140,36 @@ TWO_IN_ONE = within(call("check_balance"), call("get_limits"), extras=True)
 bal, limits = tool("check_balance"), tool("get_limits")
 
 
-@pytest.mark.parametrize("between", [
-    user(""), user("   "), user(None), user("/session_start"), user("  /restart "),
-    user("/choose_channel{\"channel\": \"sms\"}"),
-], ids=["empty", "blank", "null", "command", "command-spaced", "command-with-entities"])
+@pytest.mark.parametrize(
+    "between",
+    [
+        user(""),
+        user("   "),
+        user(None),
+        user("/session_start"),
+        user("  /restart "),
+        user('/choose_channel{"channel": "sms"}'),
+    ],
+    ids=["empty", "blank", "null", "command", "command-spaced", "command-with-entities"],
+)
 def test_a_user_event_without_a_real_message_stays_in_the_turn(between: Ev) -> None:
     assert_outcome(TWO_IN_ONE, [user("balance and limits?"), bal, between, D(limits)], "passed")
 
 
-@pytest.mark.parametrize("between", [user("and my limits?"), user(" x ")],
-                         ids=["message", "padded"])
+@pytest.mark.parametrize(
+    "between", [user("and my limits?"), user(" x ")], ids=["message", "padded"]
+)
 def test_a_real_user_message_starts_a_new_turn(between: Ev) -> None:
     assert_outcome(TWO_IN_ONE, [user("balance?"), bal, between, limits], "failed")
 
 
 def test_events_before_the_first_real_message_are_turn_zero() -> None:
     # The harness's /session_start, the greeting and tool runs before anyone spoke.
-    assert_outcome(TWO_IN_ONE, [started(), user("/session_start"), bal, bot("Hi!"), D(limits),
-                                user("hello")], "passed")
+    assert_outcome(
+        TWO_IN_ONE,
+        [started(), user("/session_start"), bal, bot("Hi!"), D(limits), user("hello")],
+        "passed",
+    )
 
 
 # --------------------------------------------------------------------------
@@ -138,37 +180,71 @@ def test_events_before_the_first_real_message_are_turn_zero() -> None:
 @pytest.mark.parametrize("source", ["local", "mcp"])
 def test_framework_tools_are_recognised_by_name_whatever_their_source(source: str) -> None:
     server = {"server": "forms"} if source == "mcp" else {}
-    assert_outcome(within(call("check_balance"), call("get_limits"), extras=False), [
-        user(), bal, tool("set_fields", source=source, **server), limits,
-        tool("listen", source=source, **server), D(user("thanks")),
-    ], "passed")
+    assert_outcome(
+        within(call("check_balance"), call("get_limits"), extras=False),
+        [
+            user(),
+            bal,
+            tool("set_fields", source=source, **server),
+            limits,
+            tool("listen", source=source, **server),
+            D(user("thanks")),
+        ],
+        "passed",
+    )
 
 
 @pytest.mark.parametrize("name", ["search_knowledge", "cannot_help"])
 def test_search_knowledge_and_cannot_help_count_like_any_tool(name: str) -> None:
-    assert_outcome(within(call("check_balance"), call("get_limits"), extras=False), [
-        user(), bal, tool(name), limits, user("thanks"),
-    ], "failed")
+    assert_outcome(
+        within(call("check_balance"), call("get_limits"), extras=False),
+        [
+            user(),
+            bal,
+            tool(name),
+            limits,
+            user("thanks"),
+        ],
+        "failed",
+    )
 
 
-@pytest.mark.parametrize(("expected", "written", "verdict"), [
-    (250, 250.0, "passed"), (250.0, 250, "passed"), ({"n": [1, 2]}, {"n": [1.0, 2.0]}, "passed"),
-    (1, True, "failed"), (0, False, "failed"), ("250", 250, "failed"),
-], ids=["int-float", "float-int", "nested", "1-true", "0-false", "str-int"])
+@pytest.mark.parametrize(
+    ("expected", "written", "verdict"),
+    [
+        (250, 250.0, "passed"),
+        (250.0, 250, "passed"),
+        ({"n": [1, 2]}, {"n": [1.0, 2.0]}, "passed"),
+        (1, True, "failed"),
+        (0, False, "failed"),
+        ("250", 250, "failed"),
+    ],
+    ids=["int-float", "float-int", "nested", "1-true", "0-false", "str-int"],
+)
 def test_numbers_compare_by_value_and_booleans_only_with_booleans(
-        expected: Any, written: Any, verdict: str) -> None:
+    expected: Any, written: Any, verdict: str
+) -> None:
     events = [user(), D(setm("a.b", written)) if verdict == "passed" else setm("a.b", written)]
     assert_outcome({"memory_was_set": [{"name": "a.b", "value": expected}]}, events, verdict)
 
 
 def test_tool_arguments_compare_numbers_by_value() -> None:
-    assert_outcome(call("transfer", arguments={"amount": 250}),
-                   [user(), D(tool("transfer", args={"amount": 250.0}))], "passed")
+    assert_outcome(
+        call("transfer", arguments={"amount": 250}),
+        [user(), D(tool("transfer", args={"amount": 250.0}))],
+        "passed",
+    )
 
 
 def test_a_tool_runs_skill_comes_from_its_metadata() -> None:
     # A run made for no skill never matches a check that names one.
-    assert_outcome(call("order", skill_id="card_replace"), [
-        user(), tool("order"), tool("order", skill_id="card_lock"),
-        D(tool("order", skill_id="card_replace")),
-    ], "passed")
+    assert_outcome(
+        call("order", skill_id="card_replace"),
+        [
+            user(),
+            tool("order"),
+            tool("order", skill_id="card_lock"),
+            D(tool("order", skill_id="card_replace")),
+        ],
+        "passed",
+    )

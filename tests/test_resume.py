@@ -84,18 +84,46 @@ def test_duplicated_events_are_applied_once() -> None:
 
 
 def test_a_repeated_tool_run_does_not_break_a_no_extra_calls_window() -> None:
-    scenario = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "t", "simulation_context": "x", "goals": {"assertions": [
-            {"tools_within_one_turn": {"allow_extra_calls": False, "calls": [
-                {"tool_executed": {"tool_name": "a", "source": "local"}},
-                {"tool_executed": {"tool_name": "b", "source": "local"}}]}}]}}}))
+    scenario = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "t",
+                    "simulation_context": "x",
+                    "goals": {
+                        "assertions": [
+                            {
+                                "tools_within_one_turn": {
+                                    "allow_extra_calls": False,
+                                    "calls": [
+                                        {"tool_executed": {"tool_name": "a", "source": "local"}},
+                                        {"tool_executed": {"tool_name": "b", "source": "local"}},
+                                    ],
+                                }
+                            }
+                        ]
+                    },
+                }
+            }
+        )
+    )
     ev = ms.Evaluator([scenario])
-    run_a = {"conversation_id": "c", "sequence": 1,
-             "tool_executed": {"tool_name": "a", "source": "local"}}
-    for event in ({"conversation_id": "c", "sequence": 0, "user": {"text": "hi"}}, run_a, run_a,
-                  {"conversation_id": "c", "sequence": 2,
-                   "tool_executed": {"tool_name": "b", "source": "local"}},
-                  {"conversation_id": "c", "sequence": 3, "user": {"text": "thanks"}}):
+    run_a = {
+        "conversation_id": "c",
+        "sequence": 1,
+        "tool_executed": {"tool_name": "a", "source": "local"},
+    }
+    for event in (
+        {"conversation_id": "c", "sequence": 0, "user": {"text": "hi"}},
+        run_a,
+        run_a,
+        {
+            "conversation_id": "c",
+            "sequence": 2,
+            "tool_executed": {"tool_name": "b", "source": "local"},
+        },
+        {"conversation_id": "c", "sequence": 3, "user": {"text": "thanks"}},
+    ):
         ev.push_line(json.dumps(event))
     [result] = ev.results()
     assert (result.assertions[0].verdict, result.assertions[0].decided_at) == ("passed", 3)
@@ -116,8 +144,7 @@ def swapped_feed(rng: random.Random) -> bytes:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_the_default_reorder_window_applies_reordered_events_in_sequence_order(
-        seed: int) -> None:
+def test_the_default_reorder_window_applies_reordered_events_in_sequence_order(seed: int) -> None:
     ev = evaluator()
     ev.push_chunk(swapped_feed(random.Random(seed)))
     ev.finish_all()
@@ -136,9 +163,17 @@ def test_without_a_window_a_late_event_is_counted_not_applied() -> None:
 
 
 def test_a_gap_that_never_fills_is_released_after_the_window() -> None:
-    scenario = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "t", "simulation_context": "x", "goals": {"assertions": [
-            {"skill_activated": {"skill_id": "s"}}]}}}))
+    scenario = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "t",
+                    "simulation_context": "x",
+                    "goals": {"assertions": [{"skill_activated": {"skill_id": "s"}}]},
+                }
+            }
+        )
+    )
     ev = ms.Evaluator([scenario], reorder_window=2)
     line = '{{"conversation_id":"c","sequence":{},"user":{{}}}}'
     assert ev.push_line(line.format(0)) == []
@@ -158,7 +193,9 @@ def test_skip_policy_reports_bad_lines_and_judges_the_rest() -> None:
     ev.push_chunk(feed, on_bad=errors.append)
     ev.finish_all()
     assert [(e.line, e.message.split(" (")[0]) for e in errors] == [
-        (101, "no payload key"), (102, "malformed JSON: object keys must be strings")]
+        (101, "no payload key"),
+        (102, "malformed JSON: object keys must be strings"),
+    ]
     report = report_of(ev)
     assert report.pop("warnings") == {"bad_events": 2, **GAP}
     clean = uninterrupted()
@@ -167,15 +204,29 @@ def test_skip_policy_reports_bad_lines_and_judges_the_rest() -> None:
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mantle_stream", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mantle_stream", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_cli_strict_policy_prints_what_was_judged_then_exits_2(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
-    proc = run_cli("check", str(SCENARIOS), "--events", str(feed), "--format", "json",
-                   "--results", str(RESULTS))
+    proc = run_cli(
+        "check",
+        str(SCENARIOS),
+        "--events",
+        str(feed),
+        "--format",
+        "json",
+        "--results",
+        str(RESULTS),
+    )
     assert proc.returncode == 2
     assert f"{feed}:101: bad event: malformed JSON" in proc.stderr
     assert "--on-bad-event=skip" in proc.stderr
@@ -187,8 +238,18 @@ def test_cli_strict_policy_prints_what_was_judged_then_exits_2(tmp_path: Path) -
 def test_cli_skip_policy_goes_on_and_counts(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
-    proc = run_cli("check", str(SCENARIOS), "--events", str(feed), "--format", "json",
-                   "--on-bad-event", "skip", "--results", str(RESULTS))
+    proc = run_cli(
+        "check",
+        str(SCENARIOS),
+        "--events",
+        str(feed),
+        "--format",
+        "json",
+        "--on-bad-event",
+        "skip",
+        "--results",
+        str(RESULTS),
+    )
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report.pop("warnings") == {"bad_events": 1, **GAP}
@@ -229,7 +290,8 @@ def big_feed(path: Path) -> None:
 
 @pytest.mark.timeout(240)
 def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_report(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     feed = tmp_path / "big.jsonl"
     big_feed(feed)
     args = ["check", str(SCENARIOS), "--events", str(feed), "--format", "json"]
@@ -242,9 +304,21 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_report(
     kills = 0
     for attempt in range(8):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mantle_stream", *args, "--state", str(state),
-             "--state-interval", "0.02"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "mantle_stream",
+                *args,
+                "--state",
+                str(state),
+                "--state-interval",
+                "0.02",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if attempt < 4:  # kill somewhere in the run (start-up included), then let it finish
             time.sleep(rng.uniform(0.3, took))
         if attempt < 4 and proc.poll() is None:
@@ -263,13 +337,27 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_report(
 
 
 def test_a_repeated_row_without_sequence_is_recognised_by_its_event_id() -> None:
-    scenario = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "t", "simulation_context": "x", "goals": {"assertions": [
-            {"memory_was_set": [{"name": "a.b", "value": 1}]},
-            {"memory_was_not_set": [{"name": "a.b", "value": 2}]}]}}}))
+    scenario = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "t",
+                    "simulation_context": "x",
+                    "goals": {
+                        "assertions": [
+                            {"memory_was_set": [{"name": "a.b", "value": 1}]},
+                            {"memory_was_not_set": [{"name": "a.b", "value": 2}]},
+                        ]
+                    },
+                }
+            }
+        )
+    )
     ev = ms.Evaluator([scenario])
-    row = ('{"conversation_id":"c","sequence":null,"event_id":"e1","metadata":null,'
-           '"memory_set":{"key":"a.b","value_json":"1","anonymized_at":null}}')
+    row = (
+        '{"conversation_id":"c","sequence":null,"event_id":"e1","metadata":null,'
+        '"memory_set":{"key":"a.b","value_json":"1","anonymized_at":null}}'
+    )
     two = row.replace('"e1"', '"e2"').replace('"1"', '"2"')
     for line in (row, row, two, row):
         ev.push_line(line)
@@ -284,14 +372,24 @@ def test_a_repeated_row_without_sequence_is_recognised_by_its_event_id() -> None
 def test_a_row_without_sequence_never_takes_the_next_rows_sequence() -> None:
     # Numbering it "previous + 1" would drop the real row 1 as a duplicate, and
     # with it the session_ended: a later event could then change a verdict.
-    scenario = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "t", "simulation_context": "x", "goals": {"assertions": [
-            {"bot_did_not_utter": {"text_matches": "oops"}}]}}}))
+    scenario = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "t",
+                    "simulation_context": "x",
+                    "goals": {"assertions": [{"bot_did_not_utter": {"text_matches": "oops"}}]},
+                }
+            }
+        )
+    )
     ev = ms.Evaluator([scenario])
-    for line in ('{"conversation_id":"c","sequence":0,"session_started":{}}',
-                 '{"conversation_id":"c","sequence":null,"user":{"text":"hi"}}',
-                 '{"conversation_id":"c","sequence":1,"session_ended":{}}',
-                 '{"conversation_id":"c","sequence":2,"bot":{"text":"oops"}}'):
+    for line in (
+        '{"conversation_id":"c","sequence":0,"session_started":{}}',
+        '{"conversation_id":"c","sequence":null,"user":{"text":"hi"}}',
+        '{"conversation_id":"c","sequence":1,"session_ended":{}}',
+        '{"conversation_id":"c","sequence":2,"bot":{"text":"oops"}}',
+    ):
         ev.push_line(line)
     [result] = ev.results()
     assert (result.verdict, result.assertions[0].decided_at) == ("passed", None)
@@ -304,11 +402,29 @@ def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: P
     state = tmp_path / "state.json"
     half = len(LINES) // 2
     feed.write_bytes(b"".join(LINES[:half]))
-    args = ["check", str(SCENARIOS), "--events", f"follow:{feed}", "--format", "json",
-            "--state", str(state), "--state-interval", "60", "--linger", "0.5",
-            "--results", str(RESULTS)]
-    proc = subprocess.Popen([sys.executable, "-m", "mantle_stream", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "check",
+        str(SCENARIOS),
+        "--events",
+        f"follow:{feed}",
+        "--format",
+        "json",
+        "--state",
+        str(state),
+        "--state-interval",
+        "60",
+        "--linger",
+        "0.5",
+        "--results",
+        str(RESULTS),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(2.0)  # start-up, then the first half is read; the follow goes on
         assert proc.poll() is None
@@ -347,8 +463,9 @@ def test_a_resumed_run_counts_late_events_and_bad_lines_once() -> None:
 def test_a_scenario_name_that_is_another_files_stem_is_refused(tmp_path: Path) -> None:
     body = {"scenario": {"name": "b", "simulation_context": "x"}}
     (tmp_path / "a.yml").write_text(json.dumps(body))
-    (tmp_path / "b.yml").write_text(json.dumps({"scenario": {"name": "other",
-                                                             "simulation_context": "x"}}))
+    (tmp_path / "b.yml").write_text(
+        json.dumps({"scenario": {"name": "other", "simulation_context": "x"}})
+    )
     with pytest.raises(ms.UsageError, match="`b` names two scenarios"):
         ms.Evaluator(ms.load_scenarios([tmp_path]))
     proc = run_cli("validate", str(tmp_path))
@@ -357,8 +474,17 @@ def test_a_scenario_name_that_is_another_files_stem_is_refused(tmp_path: Path) -
 
 
 def test_a_report_of_a_stopped_run_says_it_is_not_complete(tmp_path: Path) -> None:
-    proc = run_cli("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--format", "json",
-                   "--fail-fast", "--results", str(RESULTS))
+    proc = run_cli(
+        "check",
+        str(SCENARIOS),
+        "--events",
+        str(ALL_EVENTS),
+        "--format",
+        "json",
+        "--fail-fast",
+        "--results",
+        str(RESULTS),
+    )
     summary = json.loads(proc.stdout)["summary"]
     assert summary["complete"] is False
     assert "complete" not in uninterrupted()["summary"]
@@ -366,13 +492,24 @@ def test_a_report_of_a_stopped_run_says_it_is_not_complete(tmp_path: Path) -> No
 
 def test_a_checkpoint_of_an_edited_scenario_is_refused() -> None:
     def scen(value: int) -> ms.Scenario:
-        return ms.load_scenario_text(json.dumps({"scenario": {
-            "name": "t", "simulation_context": "x", "goals": {"assertions": [
-                {"memory_was_set": [{"name": "a.b", "value": value}]}]}}}))
+        return ms.load_scenario_text(
+            json.dumps(
+                {
+                    "scenario": {
+                        "name": "t",
+                        "simulation_context": "x",
+                        "goals": {
+                            "assertions": [{"memory_was_set": [{"name": "a.b", "value": value}]}]
+                        },
+                    }
+                }
+            )
+        )
 
     first = ms.Evaluator([scen(1)])
-    first.push_line('{"conversation_id":"c","sequence":0,"memory_set":{"key":"a.b",'
-                    '"value_json":"1"}}')
+    first.push_line(
+        '{"conversation_id":"c","sequence":0,"memory_set":{"key":"a.b","value_json":"1"}}'
+    )
     with pytest.raises(ms.UsageError, match="taken before scenario `t` changed"):
         ms.Evaluator([scen(2)]).restore(first.checkpoint())
 
@@ -394,8 +531,7 @@ def test_a_damaged_checkpoint_is_refused_with_a_message(damage: str) -> None:
         evaluator().restore(json.dumps(saved).encode())
 
 
-def test_two_runs_cannot_share_a_state_file_and_partial_writes_are_cleaned(
-        tmp_path: Path) -> None:
+def test_two_runs_cannot_share_a_state_file_and_partial_writes_are_cleaned(tmp_path: Path) -> None:
     from mantle_stream.outputs.state import lock_state
 
     state = tmp_path / "state.json"
@@ -403,14 +539,23 @@ def test_two_runs_cannot_share_a_state_file_and_partial_writes_are_cleaned(
     leftover.write_text("half a checkpoint")
     with lock_state(str(state)):
         assert not leftover.exists()
-        proc = run_cli("check", str(SCENARIOS), "--events", str(ALL_EVENTS), "--state",
-                       str(state), "--results", str(RESULTS))
+        proc = run_cli(
+            "check",
+            str(SCENARIOS),
+            "--events",
+            str(ALL_EVENTS),
+            "--state",
+            str(state),
+            "--results",
+            str(RESULTS),
+        )
         assert proc.returncode == 2
         assert f"another mantle-stream run is using the state file `{state}`" in proc.stderr
 
 
-def test_periodic_checkpoints_are_written_off_the_event_loop(tmp_path: Path,
-                                                             monkeypatch: Any) -> None:
+def test_periodic_checkpoints_are_written_off_the_event_loop(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     # Writing and fsync-ing a big checkpoint takes a tenth of a second or more;
     # the live runner takes the snapshot between chunks and writes it from a
     # worker thread, so the loop goes on serving clients meanwhile. (A spy
@@ -431,28 +576,41 @@ def test_periodic_checkpoints_are_written_off_the_event_loop(tmp_path: Path,
 
     monkeypatch.setattr(run_module, "write_checkpoint", spy)
     state = tmp_path / "state.json"
-    scenario = ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "s", "simulation_context": "x",
-        "goals": {"assertions": [{"memory_was_set": [{"name": "a.b"}]}]}}}), "s.yml")
+    scenario = ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "s",
+                    "simulation_context": "x",
+                    "goals": {"assertions": [{"memory_was_set": [{"name": "a.b"}]}]},
+                }
+            }
+        ),
+        "s.yml",
+    )
     evaluator = ms.Evaluator([scenario])
 
     def row(seq: int, **payload: Any) -> bytes:
-        return json.dumps({"conversation_id": "c", "sequence": seq, "metadata": None,
-                           **payload}).encode() + b"\n"
+        return (
+            json.dumps(
+                {"conversation_id": "c", "sequence": seq, "metadata": None, **payload}
+            ).encode()
+            + b"\n"
+        )
 
     async def client(host: str, port: int) -> None:
         async with await anyio.connect_tcp(host, port) as stream:
             await stream.send(row(0, user={"text": "hi"}))
             await anyio.sleep(0.4)  # several checkpoint intervals with c open
-            await stream.send(row(1, memory_set={"key": "a.b", "value_json": "1"})
-                              + row(2, session_ended={}))
+            await stream.send(
+                row(1, memory_set={"key": "a.b", "value_json": "1"}) + row(2, session_ended={})
+            )
 
     async def main() -> None:
         async with open_feed("tcp://127.0.0.1:0") as feed:
             assert feed.address is not None
             host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)
-            runner = ms.Runner(evaluator, linger=0.1, state_path=str(state),
-                               state_interval=0.05)
+            runner = ms.Runner(evaluator, linger=0.1, state_path=str(state), state_interval=0.05)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client, host, int(port))
                 await runner.run(feed)

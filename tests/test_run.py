@@ -22,8 +22,17 @@ def anyio_backend() -> str:
 
 
 def scenario(*assertions: dict[str, Any]) -> ms.Scenario:
-    return ms.load_scenario_text(json.dumps({"scenario": {
-        "name": "t", "simulation_context": "x", "goals": {"assertions": list(assertions)}}}))
+    return ms.load_scenario_text(
+        json.dumps(
+            {
+                "scenario": {
+                    "name": "t",
+                    "simulation_context": "x",
+                    "goals": {"assertions": list(assertions)},
+                }
+            }
+        )
+    )
 
 
 def line(cid: str, seq: int, **payload: Any) -> bytes:
@@ -33,8 +42,12 @@ def line(cid: str, seq: int, **payload: Any) -> bytes:
         bot = dict(payload["bot"])
         metadata = json.dumps({"utter_action": bot.pop("utter_name")})
         payload["bot"] = bot
-    return json.dumps({"conversation_id": cid, "sequence": seq, "metadata": metadata,
-                       **payload}).encode() + b"\n"
+    return (
+        json.dumps(
+            {"conversation_id": cid, "sequence": seq, "metadata": metadata, **payload}
+        ).encode()
+        + b"\n"
+    )
 
 
 FORBID_CANNOT_HELP = {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}}
@@ -61,17 +74,26 @@ async def test_stop_message_reaches_the_client_before_it_sends_its_next_event() 
             async with await anyio.connect_tcp(host, int(port)) as stream:
                 buffer = bytearray()
                 await stream.send(line("c1", 0, user={"text": "hi"}))
-                await stream.send(line("c1", 1, bot={"text": "no", "utter_name":
-                                                     "utter_cannot_help"}))
+                await stream.send(
+                    line("c1", 1, bot={"text": "no", "utter_name": "utter_cannot_help"})
+                )
                 # The simulator waits for the verdict before playing another turn.
                 with anyio.fail_after(5):
                     reply = json.loads(await read_line(stream, buffer))
                 assert reply == {
-                    "type": "stop", "conversation_id": "c1", "verdict": "failed",
-                    "assertion": {"index": 1, "kind": "bot_did_not_utter",
-                                  "verdict": "failed", "decided_at": 1,
-                                  "reason": reply["assertion"]["reason"]},
-                    "events": 2, "stop": True}
+                    "type": "stop",
+                    "conversation_id": "c1",
+                    "verdict": "failed",
+                    "assertion": {
+                        "index": 1,
+                        "kind": "bot_did_not_utter",
+                        "verdict": "failed",
+                        "decided_at": 1,
+                        "reason": reply["assertion"]["reason"],
+                    },
+                    "events": 2,
+                    "stop": True,
+                }
                 assert "utter_cannot_help" in reply["assertion"]["reason"]
                 await stream.send(line("c1", 2, session_ended={}))
 
@@ -86,20 +108,22 @@ async def test_stop_message_reaches_the_client_before_it_sends_its_next_event() 
     assert [a.verdict for a in result.assertions] == ["skipped", "failed"]
     assert result.assertions[0].reason == (
         "not judged: the conversation was stopped early after assertion #1 "
-        "`bot_did_not_utter` failed at sequence 1")
+        "`bot_did_not_utter` failed at sequence 1"
+    )
     assert result.verdict == "failed"
 
 
 async def test_a_file_is_never_stopped_so_nothing_is_skipped(tmp_path: Path) -> None:
     feed_file = tmp_path / "feed.jsonl"
-    feed_file.write_bytes(line("c", 0, bot={"utter_name": "utter_cannot_help"})
-                          + line("c", 1, skill_activated={"skill_id": "card_replace"}))
+    feed_file.write_bytes(
+        line("c", 0, bot={"utter_name": "utter_cannot_help"})
+        + line("c", 1, skill_activated={"skill_id": "card_replace"})
+    )
     evaluator = ms.Evaluator([scenario(SKILL, FORBID_CANNOT_HELP)])
     outcome = await run_feed(evaluator, str(feed_file))
     assert outcome.stopped_early == ()
     [result] = evaluator.results()
-    assert [(a.verdict, a.decided_at) for a in result.assertions] == [("passed", 1),
-                                                                      ("failed", 0)]
+    assert [(a.verdict, a.decided_at) for a in result.assertions] == [("passed", 1), ("failed", 0)]
 
 
 async def test_several_clients_each_get_only_their_own_stop_messages() -> None:
@@ -157,25 +181,29 @@ async def test_a_conversation_settled_as_passed_gets_a_passed_stop_message() -> 
 
 async def test_no_stop_message_when_the_conversation_ended_by_itself(tmp_path: Path) -> None:
     feed_file = tmp_path / "feed.jsonl"
-    feed_file.write_bytes(line("c", 0, bot={"utter_name": "utter_cannot_help"})
-                          + line("c", 1, session_ended={}))
+    feed_file.write_bytes(
+        line("c", 0, bot={"utter_name": "utter_cannot_help"}) + line("c", 1, session_ended={})
+    )
     stops: list[StopMessage] = []
     # One chunk holds both lines: the conversation ended before anyone could stop it.
-    outcome = await run_feed(ms.Evaluator([scenario(FORBID_CANNOT_HELP)]), str(feed_file),
-                             on_stop=stops.append)
+    outcome = await run_feed(
+        ms.Evaluator([scenario(FORBID_CANNOT_HELP)]), str(feed_file), on_stop=stops.append
+    )
     assert outcome.ending == "end-of-input"
     assert stops == []
 
 
 async def test_fail_fast_ends_the_run_at_the_first_failure(tmp_path: Path) -> None:
     feed_file = tmp_path / "feed.jsonl"
-    feed_file.write_bytes(b"".join(
-        line(f"c{i}", 0, bot={"utter_name": "utter_cannot_help" if i == 3 else "ok"})
-        for i in range(10)))
+    feed_file.write_bytes(
+        b"".join(
+            line(f"c{i}", 0, bot={"utter_name": "utter_cannot_help" if i == 3 else "ok"})
+            for i in range(10)
+        )
+    )
     evaluator = ms.Evaluator([scenario(FORBID_CANNOT_HELP)])
     decided: list[ms.Decision] = []
-    outcome = await run_feed(evaluator, str(feed_file), fail_fast=True,
-                             on_decisions=decided.extend)
+    outcome = await run_feed(evaluator, str(feed_file), fail_fast=True, on_decisions=decided.extend)
     assert outcome.ending == "fail-fast"
     assert [(d.conversation_id, d.verdict) for d in decided] == [("c3", "failed")]
     assert evaluator.statistics().events == 4  # nothing after the failing event
@@ -187,11 +215,13 @@ async def test_idle_conversations_are_finished_after_the_timeout(tmp_path: Path)
     evaluator = ms.Evaluator([scenario(SKILL)])
     decided: list[ms.Decision] = []
     with anyio.fail_after(10):
-        outcome = await run_feed(evaluator, f"follow:{path}", idle_timeout=0.3, linger=0.2,
-                                 on_decisions=decided.extend)
+        outcome = await run_feed(
+            evaluator, f"follow:{path}", idle_timeout=0.3, linger=0.2, on_decisions=decided.extend
+        )
     assert outcome.ending == "ended"
     assert [(d.conversation_id, d.verdict, d.decided_at) for d in decided] == [
-        ("quiet", "failed", None)]
+        ("quiet", "failed", None)
+    ]
 
 
 async def test_follow_ends_once_every_conversation_ended(tmp_path: Path) -> None:
@@ -201,9 +231,13 @@ async def test_follow_ends_once_every_conversation_ended(tmp_path: Path) -> None
     async def simulator() -> None:
         await anyio.sleep(0.2)  # the file does not exist yet when the run starts
         with path.open("ab") as fh:
-            for seq, payload in enumerate([{"user": {"text": "hi"}},
-                                           {"skill_activated": {"skill_id": "card_replace"}},
-                                           {"session_ended": {}}]):
+            for seq, payload in enumerate(
+                [
+                    {"user": {"text": "hi"}},
+                    {"skill_activated": {"skill_id": "card_replace"}},
+                    {"session_ended": {}},
+                ]
+            ):
                 fh.write(line("c", seq, **payload))
                 fh.flush()
                 await anyio.sleep(0.05)
@@ -256,11 +290,14 @@ async def test_one_clients_bad_line_is_answered_there_and_the_others_go_on() -> 
             tg.start_soon(client, "bad", True)
             outcome = await Runner(evaluator, linger=0.3).run(feed)
     assert outcome.ending == "ended"
-    assert answers["bad"] == [{"type": "error", "error": "bad event", "line": 1,
-                               "message": answers["bad"][0]["message"]}]
+    assert answers["bad"] == [
+        {"type": "error", "error": "bad event", "line": 1, "message": answers["bad"][0]["message"]}
+    ]
     assert "no payload key" in answers["bad"][0]["message"]
     assert {r.conversation_id: r.verdict for r in evaluator.results()} == {
-        "good": "passed", "bad": "passed"}
+        "good": "passed",
+        "bad": "passed",
+    }
     assert evaluator.statistics().bad_events == 1
 
 
@@ -287,8 +324,9 @@ async def test_a_client_cannot_write_into_another_clients_conversation() -> None
             await opened.wait()
             async with await anyio.connect_tcp(host, int(port)) as stream:
                 # A forbidden message and an end, in someone else's conversation.
-                await stream.send(line("c1", 1, bot={"text": "no", "utter_name":
-                                                     "utter_cannot_help"}))
+                await stream.send(
+                    line("c1", 1, bot={"text": "no", "utter_name": "utter_cannot_help"})
+                )
                 await stream.send(line("c1", 2, session_ended={}))
                 await anyio.sleep(0.1)
                 intruded.set()
@@ -334,9 +372,12 @@ async def test_a_client_that_never_reads_stalls_no_one() -> None:
 
         async def deaf() -> None:
             async with await anyio.connect_tcp(host, int(port)) as stream:
-                await stream.send(b"".join(
-                    line(f"d{i}", 0, bot={"text": "x" * 500, "utter_name": "utter_cannot_help"})
-                    for i in range(3000)))
+                await stream.send(
+                    b"".join(
+                        line(f"d{i}", 0, bot={"text": "x" * 500, "utter_name": "utter_cannot_help"})
+                        for i in range(3000)
+                    )
+                )
                 flooded.set()
                 await anyio.sleep(3)
 
@@ -344,8 +385,9 @@ async def test_a_client_that_never_reads_stalls_no_one() -> None:
             await flooded.wait()
             async with await anyio.connect_tcp(host, int(port)) as stream:
                 started = anyio.current_time()
-                await stream.send(line("o", 0, bot={"text": "no", "utter_name":
-                                                    "utter_cannot_help"}))
+                await stream.send(
+                    line("o", 0, bot={"text": "no", "utter_name": "utter_cannot_help"})
+                )
                 with anyio.fail_after(5):
                     while True:
                         message = json.loads(await read_line(stream, bytearray()))

@@ -125,45 +125,99 @@ def same(got: Any, expected: Any) -> bool:
 
 CORE_SCALARS = [
     # booleans: only true/false (any case form the core schema lists)
-    ("true", True), ("false", False), ("True", True), ("FALSE", False),
+    ("true", True),
+    ("false", False),
+    ("True", True),
+    ("FALSE", False),
     # YAML 1.1 booleans are plain strings in 1.2
-    ("yes", "yes"), ("no", "no"), ("on", "on"), ("off", "off"), ("Yes", "Yes"),
-    ("y", "y"), ("n", "n"),
+    ("yes", "yes"),
+    ("no", "no"),
+    ("on", "on"),
+    ("off", "off"),
+    ("Yes", "Yes"),
+    ("y", "y"),
+    ("n", "n"),
     # null
-    ("null", None), ("~", None), ("Null", None), ("", None),
+    ("null", None),
+    ("~", None),
+    ("Null", None),
+    ("", None),
     # integers: decimal, 0o octal, 0x hex; a leading zero is still decimal
-    ("5", 5), ("-17", -17), ("+3", 3), ("0", 0), ("010", 10), ("0o17", 15), ("0x1F", 31),
+    ("5", 5),
+    ("-17", -17),
+    ("+3", 3),
+    ("0", 0),
+    ("010", 10),
+    ("0o17", 15),
+    ("0x1F", 31),
     ("0x1f", 31),
     # YAML 1.1 integer forms are strings in 1.2
-    ("1_000", "1_000"), ("1:30", "1:30"), ("0b101", "0b101"), ("017_0", "017_0"),
+    ("1_000", "1_000"),
+    ("1:30", "1:30"),
+    ("0b101", "0b101"),
+    ("017_0", "017_0"),
     ("-0x1F", "-0x1F"),
     # floats
-    ("5.0", 5.0), ("1.", 1.0), (".5", 0.5), ("-2.5", -2.5), ("1e3", 1000.0), ("2.5E-1", 0.25),
-    (".inf", math.inf), ("-.inf", -math.inf), ("+.Inf", math.inf), (".nan", math.nan),
+    ("5.0", 5.0),
+    ("1.", 1.0),
+    (".5", 0.5),
+    ("-2.5", -2.5),
+    ("1e3", 1000.0),
+    ("2.5E-1", 0.25),
+    (".inf", math.inf),
+    ("-.inf", -math.inf),
+    ("+.Inf", math.inf),
+    (".nan", math.nan),
     (".NaN", math.nan),
     # YAML 1.1 float and timestamp forms are strings in 1.2
-    ("1_000.5", "1_000.5"), ("190:20:30.15", "190:20:30.15"), ("2001-12-14", "2001-12-14"),
+    ("1_000.5", "1_000.5"),
+    ("190:20:30.15", "190:20:30.15"),
+    ("2001-12-14", "2001-12-14"),
     # quoting always gives a string
-    ('"5"', "5"), ("'true'", "true"), ('"null"', "null"), ("'0x1F'", "0x1F"),
+    ('"5"', "5"),
+    ("'true'", "true"),
+    ('"null"', "null"),
+    ("'0x1F'", "0x1F"),
     # a plain scalar that looks like nothing else is a string
-    ("=", "="), ("<<", "<<"), ("card_replace.reason", "card_replace.reason"),
+    ("=", "="),
+    ("<<", "<<"),
+    ("card_replace.reason", "card_replace.reason"),
 ]
 
 
-@pytest.mark.parametrize(("scalar", "expected"), CORE_SCALARS,
-                         ids=[s or "<empty>" for s, _ in CORE_SCALARS])
+@pytest.mark.parametrize(
+    ("scalar", "expected"), CORE_SCALARS, ids=[s or "<empty>" for s, _ in CORE_SCALARS]
+)
 def test_plain_scalars_resolve_by_the_yaml_1_2_core_schema(scalar: str, expected: Any) -> None:
     assert same(slot(scalar), expected)
 
 
 TYPED_VALUES = [
-    ("5", 5), ("5.0", 5.0), ('"5"', "5"), ("true", True), ('"true"', "true"), ("yes", "yes"),
-    ("1", 1), ("0x1F", 31), ("1_000", "1_000"),
+    ("5", 5),
+    ("5.0", 5.0),
+    ('"5"', "5"),
+    ("true", True),
+    ('"true"', "true"),
+    ("yes", "yes"),
+    ("1", 1),
+    ("0x1F", 31),
+    ("1_000", "1_000"),
     ("[1, '1', 1.0, true]", [1, "1", 1.0, True]),
     ("{b: 2, a: [x, 'y']}", {"b": 2, "a": ["x", "y"]}),
 ]
-TYPED_IDS = ["int", "float", "quoted-int", "bool", "quoted-bool", "yes-is-str", "one",
-             "hex", "underscore-is-str", "list", "mapping"]
+TYPED_IDS = [
+    "int",
+    "float",
+    "quoted-int",
+    "bool",
+    "quoted-bool",
+    "yes-is-str",
+    "one",
+    "hex",
+    "underscore-is-str",
+    "list",
+    "mapping",
+]
 
 
 @pytest.mark.parametrize(("scalar", "expected"), TYPED_VALUES, ids=TYPED_IDS)
@@ -188,9 +242,14 @@ json_values = st.recursive(
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(st.characters(max_codepoint=0xFFFF, codec="utf-8"), max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(st.characters(max_codepoint=0xFFFF, codec="utf-8"), max_size=8),
-                      children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(max_codepoint=0xFFFF, codec="utf-8"), max_size=8),
+            children,
+            max_size=4,
+        )
+    ),
     max_leaves=12,
 )
 
@@ -206,9 +265,17 @@ def test_any_json_value_written_as_a_memory_value_loads_with_its_exact_type(valu
 # --------------------------------------------------------------------------
 
 STANDARD_TAGS = [
-    ("!!str 5", "5"), ("!!str true", "true"), ("!!int '5'", 5), ("!!int 0x1F", 31),
-    ("!!float 5", 5.0), ("!!float .inf", math.inf), ("!!bool true", True),
-    ("!!bool 'false'", False), ("!!null ''", None), ("!!seq [1]", [1]), ("!!map {a: 1}", {"a": 1}),
+    ("!!str 5", "5"),
+    ("!!str true", "true"),
+    ("!!int '5'", 5),
+    ("!!int 0x1F", 31),
+    ("!!float 5", 5.0),
+    ("!!float .inf", math.inf),
+    ("!!bool true", True),
+    ("!!bool 'false'", False),
+    ("!!null ''", None),
+    ("!!seq [1]", [1]),
+    ("!!map {a: 1}", {"a": 1}),
 ]
 
 
@@ -217,10 +284,14 @@ def test_core_schema_tags_are_accepted(scalar: str, expected: Any) -> None:
     assert same(slot(scalar), expected)
 
 
-@pytest.mark.parametrize(("scalar", "message"), [
-    ("!!int x", "`x` is not an integer"),
-    ("!!float y", "`y` is not a number"),
-], ids=["int", "float"])
+@pytest.mark.parametrize(
+    ("scalar", "message"),
+    [
+        ("!!int x", "`x` is not an integer"),
+        ("!!float y", "`y` is not a number"),
+    ],
+    ids=["int", "float"],
+)
 def test_a_core_tag_on_text_of_another_type_is_an_error(scalar: str, message: str) -> None:
     assert problems(f"""
         scenario:
@@ -233,13 +304,17 @@ def test_a_core_tag_on_text_of_another_type_is_an_error(scalar: str, message: st
 # An explicit core tag does not widen the type: its text must match the same
 # core-schema pattern as a plain scalar (Python's int()/float() would accept
 # `1_000`, and `!!bool yes` must not become *false*).
-@pytest.mark.parametrize(("scalar", "message"), [
-    ("!!int 1_000", "`1_000` is not an integer"),
-    ("!!float 1_000.5", "`1_000.5` is not a number"),
-    ("!!bool yes", "`yes` is not a boolean"),
-    ("!!bool no", "`no` is not a boolean"),
-    ("!!null x", "`x` is not null"),
-], ids=["int-underscore", "float-underscore", "bool-yes", "bool-no", "null-text"])
+@pytest.mark.parametrize(
+    ("scalar", "message"),
+    [
+        ("!!int 1_000", "`1_000` is not an integer"),
+        ("!!float 1_000.5", "`1_000.5` is not a number"),
+        ("!!bool yes", "`yes` is not a boolean"),
+        ("!!bool no", "`no` is not a boolean"),
+        ("!!null x", "`x` is not null"),
+    ],
+    ids=["int-underscore", "float-underscore", "bool-yes", "bool-no", "null-text"],
+)
 def test_a_core_tag_on_a_yaml_1_1_form_is_an_error(scalar: str, message: str) -> None:
     assert problems(f"""
         scenario:
@@ -262,9 +337,11 @@ UNSUPPORTED_TAGS = [
 ]
 
 
-@pytest.mark.parametrize(("scalar", "tag"), UNSUPPORTED_TAGS,
-                         ids=["python-object", "python-apply", "python-name", "set", "binary",
-                              "timestamp", "local-tag"])
+@pytest.mark.parametrize(
+    ("scalar", "tag"),
+    UNSUPPORTED_TAGS,
+    ids=["python-object", "python-apply", "python-name", "set", "binary", "timestamp", "local-tag"],
+)
 def test_unsupported_tags_are_errors_at_the_tag(scalar: str, tag: str) -> None:
     assert problems(f"""
         scenario:
@@ -348,9 +425,14 @@ def test_the_same_key_in_two_different_mappings_is_not_a_duplicate() -> None:
     assert len(scenario.assertions) == 2
 
 
-@pytest.mark.parametrize(("key", "col", "shown"), [
-    ("5", 27, "5"), ("1.5", 27, "1.5"),
-], ids=["int", "float"])
+@pytest.mark.parametrize(
+    ("key", "col", "shown"),
+    [
+        ("5", 27, "5"),
+        ("1.5", 27, "1.5"),
+    ],
+    ids=["int", "float"],
+)
 def test_a_number_as_a_mapping_key_is_an_error(key: str, col: int, shown: str) -> None:
     assert problems(f"""
         scenario:
@@ -362,9 +444,15 @@ def test_a_number_as_a_mapping_key_is_an_error(key: str, col: int, shown: str) -
 
 # Non-string keys are described as YAML, never with Python spellings (`True`,
 # `None`) or internal reprs (`[YNode('a', 4:29)]`).
-@pytest.mark.parametrize(("key", "shown"), [
-    ("true", "true"), ("~", "null"), ("[a]", "a list"),
-], ids=["bool", "null", "complex"])
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [
+        ("true", "true"),
+        ("~", "null"),
+        ("[a]", "a list"),
+    ],
+    ids=["bool", "null", "complex"],
+)
 def test_a_non_string_key_is_described_in_yaml_terms(key: str, shown: str) -> None:
     (diagnostic,) = diagnostics(f"""
         scenario:
@@ -431,8 +519,10 @@ def test_an_alias_bomb_is_refused_quickly() -> None:
 # not in a file that has none (here a ~200 KB flow list, under the 1 MiB cap).
 @pytest.mark.slow
 def test_a_large_document_without_aliases_is_not_blamed_on_aliases() -> None:
-    text = ("scenario:\n  name: n\n  simulation_context: c\n  setup:\n    initial_slots:\n"
-            "      k: [" + "1," * 100_001 + "]\n")
+    text = (
+        "scenario:\n  name: n\n  simulation_context: c\n  setup:\n    initial_slots:\n"
+        "      k: [" + "1," * 100_001 + "]\n"
+    )
     found: list[Diagnostic] = []
     try:
         load_scenario_text(text, PATH)
@@ -470,8 +560,11 @@ def test_aliases_pasted_into_one_another_cannot_nest_without_limit() -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, PATH)
     assert [(d.message, d.hint) for d in info.value.diagnostics] == [
-        ("aliases expand to nesting deeper than 100 levels",
-         "anchors and aliases that expand enormously are refused")]
+        (
+            "aliases expand to nesting deeper than 100 levels",
+            "anchors and aliases that expand enormously are refused",
+        )
+    ]
 
 
 def test_a_self_referencing_alias_is_reported_at_the_alias() -> None:
@@ -482,7 +575,10 @@ def test_a_self_referencing_alias_is_reported_at_the_alias() -> None:
           setup: {initial_slots: &slots {k: [1, *slots]}}
         """)
     assert (diagnostic.line, diagnostic.col, diagnostic.message) == (
-        4, 41, "alias `*slots` is inside the node `&slots` it refers to")
+        4,
+        41,
+        "alias `*slots` is inside the node `&slots` it refers to",
+    )
 
 
 def test_text_over_the_size_cap_is_refused_before_parsing() -> None:
@@ -490,8 +586,12 @@ def test_text_over_the_size_cap_is_refused_before_parsing() -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, PATH)
     assert [(d.line, d.col, d.message, d.hint) for d in info.value.diagnostics] == [
-        (1, 1, "scenario file is larger than 1024 KiB",
-         "a scenario file is a few KiB of YAML; is this the right file?"),
+        (
+            1,
+            1,
+            "scenario file is larger than 1024 KiB",
+            "a scenario file is a few KiB of YAML; is this the right file?",
+        ),
     ]
 
 
@@ -501,8 +601,7 @@ def test_the_size_cap_counts_utf8_bytes_not_characters() -> None:
     assert len(text) < MAX_SCENARIO_BYTES < len(text.encode("utf-8"))
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, PATH)
-    assert [d.message for d in info.value.diagnostics] == [
-        "scenario file is larger than 1024 KiB"]
+    assert [d.message for d in info.value.diagnostics] == ["scenario file is larger than 1024 KiB"]
 
 
 def test_a_file_over_the_size_cap_is_refused_before_reading(tmp_path: Path) -> None:
@@ -512,9 +611,13 @@ def test_a_file_over_the_size_cap_is_refused_before_reading(tmp_path: Path) -> N
     with pytest.raises(ScenarioError) as info:
         load_scenario_file(path)
     assert [(d.path, d.line, d.col, d.message, d.hint) for d in info.value.diagnostics] == [
-        (str(path), 1, 1,
-         f"scenario file is {size} bytes, larger than the 1024 KiB limit",
-         "a scenario file is a few KiB of YAML; is this the right file?"),
+        (
+            str(path),
+            1,
+            1,
+            f"scenario file is {size} bytes, larger than the 1024 KiB limit",
+            "a scenario file is a few KiB of YAML; is this the right file?",
+        ),
     ]
 
 
@@ -531,24 +634,31 @@ def test_a_file_exactly_at_the_size_cap_loads(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------
 
 SYNTAX_ERRORS = [
-    ("scenario:\n  name: n\n\tsimulation_context: c\n",
-     (3, 1, "invalid YAML: found character '\\t' that cannot start any token")),
-    ("scenario:\n  name: n\n   simulation_context: c\n",
-     (3, 22, "invalid YAML: mapping values are not allowed here")),
-    ("scenario:\n  name: a: b\n",
-     (2, 10, "invalid YAML: mapping values are not allowed here")),
-    ("scenario:\n  goals:\n    assertions:\n      - a\n  - b\n",
-     (5, 3, "invalid YAML: expected <block end>, but found '-'")),
-    ("scenario:\n  name: *nowhere\n",
-     (2, 9, "invalid YAML: found undefined alias 'nowhere'")),
+    (
+        "scenario:\n  name: n\n\tsimulation_context: c\n",
+        (3, 1, "invalid YAML: found character '\\t' that cannot start any token"),
+    ),
+    (
+        "scenario:\n  name: n\n   simulation_context: c\n",
+        (3, 22, "invalid YAML: mapping values are not allowed here"),
+    ),
+    ("scenario:\n  name: a: b\n", (2, 10, "invalid YAML: mapping values are not allowed here")),
+    (
+        "scenario:\n  goals:\n    assertions:\n      - a\n  - b\n",
+        (5, 3, "invalid YAML: expected <block end>, but found '-'"),
+    ),
+    ("scenario:\n  name: *nowhere\n", (2, 9, "invalid YAML: found undefined alias 'nowhere'")),
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), SYNTAX_ERRORS,
-                         ids=["tab-indent", "over-indent", "colon-in-plain", "dedent-into-list",
-                              "undefined-alias"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    SYNTAX_ERRORS,
+    ids=["tab-indent", "over-indent", "colon-in-plain", "dedent-into-list", "undefined-alias"],
+)
 def test_invalid_yaml_is_one_diagnostic_at_the_problem(
-        text: str, expected: tuple[int, int, str]) -> None:
+    text: str, expected: tuple[int, int, str]
+) -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, PATH)
     (diagnostic,) = info.value.diagnostics
@@ -570,12 +680,18 @@ def test_a_syntax_error_renders_with_the_source_line_and_a_caret() -> None:
 # document in the stream") is kept where the problem alone says nothing
 # ("but found another document", "found unexpected end of stream"), and an
 # end-of-stream position is clamped to the last line, with its source text.
-@pytest.mark.parametrize(("text", "context"), [
-    ('scenario:\n  name: "unterminated\n  simulation_context: c\n',
-     "while scanning a quoted scalar"),
-    ("scenario:\n  name: n\n---\nscenario: {}\n", "expected a single document in the stream"),
-    ("scenario: {name: n\n", "while parsing a flow mapping"),
-], ids=["unterminated-quote", "two-documents", "unclosed-flow-mapping"])
+@pytest.mark.parametrize(
+    ("text", "context"),
+    [
+        (
+            'scenario:\n  name: "unterminated\n  simulation_context: c\n',
+            "while scanning a quoted scalar",
+        ),
+        ("scenario:\n  name: n\n---\nscenario: {}\n", "expected a single document in the stream"),
+        ("scenario: {name: n\n", "while parsing a flow mapping"),
+    ],
+    ids=["unterminated-quote", "two-documents", "unclosed-flow-mapping"],
+)
 def test_a_syntax_error_says_what_was_being_parsed(text: str, context: str) -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, PATH)
@@ -600,8 +716,8 @@ def test_two_documents_are_one_diagnostic_at_the_second() -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text("scenario:\n  name: n\n---\nscenario: {}\n", PATH)
     assert [(d.line, d.col, d.message) for d in info.value.diagnostics] == [
-        (3, 1, "invalid YAML: expected a single document in the stream, but found another "
-               "document")]
+        (3, 1, "invalid YAML: expected a single document in the stream, but found another document")
+    ]
 
 
 # PyYAML's reader rejects non-printable characters (in its constructor): a
@@ -638,7 +754,8 @@ def test_an_escaped_control_character_in_a_key_is_shown_escaped() -> None:
         """)
     assert diagnostic.message == "unknown key `ty\npe` in `scenario`"
     assert diagnostic.render().splitlines()[0] == (
-        "scenario.yml:4:3: error: unknown key `ty\\npe` in `scenario`")
+        "scenario.yml:4:3: error: unknown key `ty\\npe` in `scenario`"
+    )
 
 
 def test_a_file_that_is_not_utf8_is_a_diagnostic(tmp_path: Path) -> None:
@@ -651,8 +768,11 @@ def test_a_file_that_is_not_utf8_is_a_diagnostic(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("text", ["", "\n\n", "   \n", "# just a comment\n"],
-                         ids=["empty", "blank-lines", "spaces", "comment-only"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n\n", "   \n", "# just a comment\n"],
+    ids=["empty", "blank-lines", "spaces", "comment-only"],
+)
 def test_an_empty_file_is_one_diagnostic(text: str) -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, PATH)
@@ -673,8 +793,9 @@ def test_a_byte_order_mark_is_allowed(tmp_path: Path) -> None:
 
 # A YAML-ish alphabet, with anchors and aliases (`&a [*a]` is an infinite value)
 # and a control character PyYAML's reader refuses.
-yamlish = st.text(alphabet=st.sampled_from(list("scenario_ngme:-[]{}!#'\"|>?,. 0159\n\t\r&*\x07")),
-                  max_size=120)
+yamlish = st.text(
+    alphabet=st.sampled_from(list("scenario_ngme:-[]{}!#'\"|>?,. 0159\n\t\r&*\x07")), max_size=120
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -137,8 +137,10 @@ def _print_diagnostics(exc: ScenarioError) -> None:
         print(diagnostic.render(), file=sys.stderr)
     files = len({d.path for d in exc.diagnostics})
     count = len(exc.diagnostics)
-    print(f"{count} error{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}",
-          file=sys.stderr)
+    print(
+        f"{count} error{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}",
+        file=sys.stderr,
+    )
 
 
 def _validate(paths: list[str]) -> int:
@@ -146,16 +148,21 @@ def _validate(paths: list[str]) -> int:
         n = len(s.assertions)
         print(f"{s.path}: ok: `{s.name}`, {n} assertion{'s' if n != 1 else ''}")
         if not n:
-            print(f"{s.path}: warning: `{s.name}` has no assertions: every conversation "
-                  "judged against it passes", file=sys.stderr)
+            print(
+                f"{s.path}: warning: `{s.name}` has no assertions: every conversation "
+                "judged against it passes",
+                file=sys.stderr,
+            )
         for index, assertion in enumerate(s.assertions):
             pattern = getattr(assertion, "text_matches", None)
             if pattern is not None and nested_repetition(pattern):
                 line = s.lines[index] if index < len(s.lines) else 1
-                print(f"{s.path}:{line}: warning: `text_matches` `{pattern}` repeats a "
-                      "repetition without bound, which can backtrack catastrophically; each "
-                      "search is cut off after --regex-timeout and the assertion errored",
-                      file=sys.stderr)
+                print(
+                    f"{s.path}:{line}: warning: `text_matches` `{pattern}` repeats a "
+                    "repetition without bound, which can backtrack catastrophically; each "
+                    "search is cut off after --regex-timeout and the assertion errored",
+                    file=sys.stderr,
+                )
     return 0
 
 
@@ -168,17 +175,20 @@ def _load(paths: list[str]) -> list[Scenario]:
 class _Session:
     """One run's outputs: JSONL, plain lines or the live view, and the report."""
 
-    def __init__(self, args: argparse.Namespace, evaluator: Evaluator, *, live: bool,
-                 source: str) -> None:
+    def __init__(
+        self, args: argparse.Namespace, evaluator: Evaluator, *, live: bool, source: str
+    ) -> None:
         self.args = args
         self.evaluator = evaluator
         self.source = source
         self.console = Console(highlight=False)
         self.live = live and self.console.is_terminal
         self.plain = live and not self.live  # watch into a pipe: one line per verdict
-        self.jsonl = (JsonlWriter.open(args.jsonl,
-                                       overwrite=getattr(args, "jsonl_mode", "") == "overwrite")
-                      if args.jsonl else None)
+        self.jsonl = (
+            JsonlWriter.open(args.jsonl, overwrite=getattr(args, "jsonl_mode", "") == "overwrite")
+            if args.jsonl
+            else None
+        )
         # Written as conversations leave memory, completed at the end (_finish).
         self.junit = JunitWriter(args.junit) if args.junit else None
         if self.junit is not None:
@@ -203,13 +213,19 @@ class _Session:
         return LiveSnapshot(
             conversations=tuple(self.evaluator.results()),
             statistics=statistics,
-            elapsed=runner.elapsed, events_per_second=runner.events_per_second(),
-            latest=tuple(runner.latest), stopped_early=tuple(runner.stopped_early),
-            source=self.source, bad_events=statistics.bad_events,
-            final=final, omitted=(omitted["passed"], omitted["failed"]))
+            elapsed=runner.elapsed,
+            events_per_second=runner.events_per_second(),
+            latest=tuple(runner.latest),
+            stopped_early=tuple(runner.stopped_early),
+            source=self.source,
+            bad_events=statistics.bad_events,
+            final=final,
+            omitted=(omitted["passed"], omitted["failed"]),
+        )
 
-    async def run(self, runner: Runner, feed: Feed,
-                  extra: Callable[[anyio.abc.TaskGroup], Any] | None = None) -> RunOutcome:
+    async def run(
+        self, runner: Runner, feed: Feed, extra: Callable[[anyio.abc.TaskGroup], Any] | None = None
+    ) -> RunOutcome:
         outcome: RunOutcome | None = None
 
         async def drive(tg: anyio.abc.TaskGroup) -> None:
@@ -225,9 +241,15 @@ class _Session:
                 # The live frames are drawn on the terminal's alternate screen: after a
                 # resize, or a view taller than the terminal, no stale frame is left
                 # above the live area. The final view is printed to the normal screen.
-                with Live(LiveView(self.snapshot(runner)),
-                          console=self.console, auto_refresh=False, transient=True,
-                          screen=True, redirect_stdout=False, redirect_stderr=False) as view:
+                with Live(
+                    LiveView(self.snapshot(runner)),
+                    console=self.console,
+                    auto_refresh=False,
+                    transient=True,
+                    screen=True,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                ) as view:
                     tg.start_soon(_refresh, view, self, runner)
                     await drive(tg)
                 self.console.print(LiveView(self.snapshot(runner, final=True)))
@@ -280,14 +302,16 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
             print(line, flush=True)
     if outcome.ending == "bad-event":
         print(f"mantle-stream: error: {outcome.error}", file=sys.stderr)
-        print("mantle-stream: stopped at the bad event; the report holds what was judged "
-              "before it (use --on-bad-event=skip to go on past bad events)", file=sys.stderr)
+        print(
+            "mantle-stream: stopped at the bad event; the report holds what was judged "
+            "before it (use --on-bad-event=skip to go on past bad events)",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     if outcome.ending == "fail-fast":
         return EXIT_FAILED
     if outcome.ending == "cancelled":
-        print("mantle-stream: interrupted; verdicts still pending were not judged",
-              file=sys.stderr)
+        print("mantle-stream: interrupted; verdicts still pending were not judged", file=sys.stderr)
         return EXIT_FAILED if report.summary.failed else EXIT_INTERRUPTED
     if not report.conversations:
         print("mantle-stream: error: the feed held no conversation to judge", file=sys.stderr)
@@ -316,23 +340,29 @@ def _check_arguments(args: argparse.Namespace) -> None:
     """Usage errors found before anything is read or started (exit 2)."""
     args.events = _expand(args.events)
     if getattr(args, "listen_remote", False) and not args.token:
-        print("mantle-stream: warning: --listen-remote without --token: anyone who can reach "
-              "this port can write events into any conversation", file=sys.stderr)
+        print(
+            "mantle-stream: warning: --listen-remote without --token: anyone who can reach "
+            "this port can write events into any conversation",
+            file=sys.stderr,
+        )
     if args.state:
         folder = os.path.dirname(os.path.abspath(args.state))
         if not os.path.isdir(folder):
             raise UsageError(f"--state `{args.state}`: the directory `{folder}` does not exist")
     if args.jsonl == "-" and (args.command == "watch" or args.format == "json"):
         what = "the live view" if args.command == "watch" else "the JSON report"
-        raise UsageError(f"--jsonl - would mix verdict lines into {what} on standard output; "
-                         "give --jsonl a file")
+        raise UsageError(
+            f"--jsonl - would mix verdict lines into {what} on standard output; give --jsonl a file"
+        )
     for events in args.events:
         if events.endswith((".yml", ".yaml")) and os.path.isfile(events):
             with open(events, "rb") as fh:
                 head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
             if head.startswith((b"scenario:", b"#", b"---")):
-                raise UsageError(f"`{events}` looks like a scenario file, not events: were "
-                                 "SCENARIO and --events swapped?")
+                raise UsageError(
+                    f"`{events}` looks like a scenario file, not events: were "
+                    "SCENARIO and --events swapped?"
+                )
 
 
 #: Finished conversations a live source keeps listed by default (see --keep-finished).
@@ -356,13 +386,22 @@ def _say_refused(client: str, reason: str) -> None:
 def _check_or_watch(args: argparse.Namespace) -> int:
     _check_arguments(args)
     scenarios = _load(args.scenarios)
-    source = ("<stdin>" if args.events == ["-"] else args.events[0] if len(args.events) == 1
-              else f"{args.events[0]} and {len(args.events) - 1} more")
+    source = (
+        "<stdin>"
+        if args.events == ["-"]
+        else args.events[0]
+        if len(args.events) == 1
+        else f"{args.events[0]} and {len(args.events) - 1} more"
+    )
     recorded = load_results(args.results) if args.results else {}
-    evaluator = Evaluator(scenarios, source=source, reorder_window=args.reorder_window,
-                          assignments={cid: run.scenario for cid, run in recorded.items()},
-                          regex_timeout=args.regex_timeout,
-                          keep_finished=_keep_finished(args))
+    evaluator = Evaluator(
+        scenarios,
+        source=source,
+        reorder_window=args.reorder_window,
+        assignments={cid: run.scenario for cid, run in recorded.items()},
+        regex_timeout=args.regex_timeout,
+        keep_finished=_keep_finished(args),
+    )
     state_lock = lock_state(args.state) if args.state else None
     if args.state:
         saved = read_checkpoint(args.state)
@@ -373,27 +412,41 @@ def _check_or_watch(args: argparse.Namespace) -> int:
     session.recorded = recorded
 
     async def go() -> tuple[RunOutcome, Runner]:
-        runner = Runner(evaluator, fail_fast=args.fail_fast, idle_timeout=args.idle_timeout,
-                        linger=args.linger, on_decisions=session.on_decisions,
-                        skip_bad_events=args.on_bad_event == "skip", on_bad=session.on_bad,
-                        state_path=args.state, state_interval=args.state_interval,
-                        gap_timeout=args.gap_timeout)
+        runner = Runner(
+            evaluator,
+            fail_fast=args.fail_fast,
+            idle_timeout=args.idle_timeout,
+            linger=args.linger,
+            on_decisions=session.on_decisions,
+            skip_bad_events=args.on_bad_event == "skip",
+            on_bad=session.on_bad,
+            state_path=args.state,
+            state_interval=args.state_interval,
+            gap_timeout=args.gap_timeout,
+        )
         try:
-            feed_cm = open_feed(args.events, listen=ListenOptions(
-                token=args.token or None, allow_remote=args.listen_remote,
-                max_connections=args.max_connections,
-                idle_timeout=args.connection_idle_timeout))
+            feed_cm = open_feed(
+                args.events,
+                listen=ListenOptions(
+                    token=args.token or None,
+                    allow_remote=args.listen_remote,
+                    max_connections=args.max_connections,
+                    idle_timeout=args.connection_idle_timeout,
+                ),
+            )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with feed_cm as feed:
             feed.on_rejected = _say_refused
             follow = args.events[0].removeprefix("follow:")
             if args.events[0].startswith("follow:") and not os.path.exists(follow):
-                print(f"mantle-stream: waiting for `{follow}` to be created", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"mantle-stream: waiting for `{follow}` to be created",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if feed.address and feed.live:
-                print(f"mantle-stream: listening on {feed.address}", file=sys.stderr,
-                      flush=True)
+                print(f"mantle-stream: listening on {feed.address}", file=sys.stderr, flush=True)
             try:
                 return await session.run(runner, feed), runner
             finally:
@@ -401,8 +454,9 @@ def _check_or_watch(args: argparse.Namespace) -> int:
 
     try:
         outcome, runner = anyio.run(go)
-        return _finish(session, outcome, runner,
-                       fmt=args.format if args.command == "check" else "live")
+        return _finish(
+            session, outcome, runner, fmt=args.format if args.command == "check" else "live"
+        )
     finally:
         session.close()
         if state_lock is not None:
@@ -423,18 +477,25 @@ def _demo(args: argparse.Namespace) -> int:
     stats = DemoStats()
 
     async def go() -> tuple[RunOutcome, Runner]:
-        runner = Runner(evaluator, fail_fast=args.fail_fast, linger=None,
-                        on_decisions=session.on_decisions)
+        runner = Runner(
+            evaluator, fail_fast=args.fail_fast, linger=None, on_decisions=session.on_decisions
+        )
         async with open_feed("tcp://127.0.0.1:0") as feed:
             assert feed.address is not None
             address = feed.address
 
             def start(tg: anyio.abc.TaskGroup) -> None:
                 async def play() -> None:
-                    await simulate(address, demo_conversations(), speed=args.speed,
-                                   concurrency=args.concurrency, stats=stats)
+                    await simulate(
+                        address,
+                        demo_conversations(),
+                        speed=args.speed,
+                        concurrency=args.concurrency,
+                        stats=stats,
+                    )
                     await anyio.sleep(0.2)  # let the last lines arrive
                     runner.stop(finish=True)
+
                 tg.start_soon(play)
 
             session.source = f"demo simulator → {address}"
@@ -446,8 +507,10 @@ def _demo(args: argparse.Namespace) -> int:
     finally:
         session.close()
     if stats.stopped:
-        print(f"stopped early: {len(stats.stopped)} conversations "
-              f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "
-              f"{stats.saved_turns} user turns the simulator did not have to play",
-              flush=True)
+        print(
+            f"stopped early: {len(stats.stopped)} conversations "
+            f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "
+            f"{stats.saved_turns} user turns the simulator did not have to play",
+            flush=True,
+        )
     return code

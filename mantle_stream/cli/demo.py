@@ -26,8 +26,14 @@ from mantle_stream.core.events.flat import document_lines
 from mantle_stream.core.recorded import load_results
 from mantle_stream.core.scenario.model import Scenario, load_scenario_text
 
-__all__ = ["DemoConversation", "DemoStats", "demo_assignments", "demo_conversations",
-           "demo_scenarios", "simulate"]
+__all__ = [
+    "DemoConversation",
+    "DemoStats",
+    "demo_assignments",
+    "demo_conversations",
+    "demo_scenarios",
+    "simulate",
+]
 
 #: Seconds before an event of each kind is "recorded", at speed 1.
 PACE = {"user": 0.7, "bot": 0.3, "tool_executed": 0.15}
@@ -41,8 +47,10 @@ def _data(folder: str, suffix: str) -> list[Path]:
 
 def demo_scenarios() -> list[Scenario]:
     """The bundled example scenarios."""
-    return [load_scenario_text(p.read_text(encoding="utf-8"), f"demo/{p.name}")
-            for p in _data("scenarios", ".yml")]
+    return [
+        load_scenario_text(p.read_text(encoding="utf-8"), f"demo/{p.name}")
+        for p in _data("scenarios", ".yml")
+    ]
 
 
 def demo_assignments() -> dict[str, str]:
@@ -75,7 +83,8 @@ def demo_conversations() -> list[DemoConversation]:
             row = json.loads(raw)
             cid = row.get("conversation_id") or row.get("sender_id")
             kind = row.get("event") or next(
-                (k for k in row if isinstance(row[k], dict) and k != "metadata"), "other")
+                (k for k in row if isinstance(row[k], dict) and k != "metadata"), "other"
+            )
             conv = out.setdefault(cid, DemoConversation(cid, [], []))
             conv.lines.append(raw + b"\n")
             conv.kinds.append(kind)
@@ -95,15 +104,23 @@ def _ending_line(conv: DemoConversation, sent: int) -> bytes:
     """A ``session_ended`` right after the last event the client sent, as Mantle writes it."""
     last = json.loads(conv.lines[sent - 1])
     sequence = last.get("sequence")
-    ending = {"conversation_id": conv.conversation_id, "timestamp": last.get("timestamp"),
-              "metadata": None, "event_id": f"{conv.conversation_id}-stopped",
-              "sequence": sent if sequence is None else sequence + 1, "session_ended": {},
-              "user_id": None, "deployment_environment": None, "session_id": None}
+    ending = {
+        "conversation_id": conv.conversation_id,
+        "timestamp": last.get("timestamp"),
+        "metadata": None,
+        "event_id": f"{conv.conversation_id}-stopped",
+        "sequence": sent if sequence is None else sequence + 1,
+        "session_ended": {},
+        "user_id": None,
+        "deployment_environment": None,
+        "session_id": None,
+    }
     return json.dumps(ending).encode() + b"\n"
 
 
-async def _client(host: str, port: int, conv: DemoConversation, speed: float,
-                  rng: random.Random, stats: DemoStats) -> None:
+async def _client(
+    host: str, port: int, conv: DemoConversation, speed: float, rng: random.Random, stats: DemoStats
+) -> None:
     stream = await anyio.connect_tcp(host, port)
     stopped = anyio.Event()
 
@@ -114,8 +131,7 @@ async def _client(host: str, port: int, conv: DemoConversation, speed: float,
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 message = json.loads(line)
-                if message.get("stop") and message.get("conversation_id") == \
-                        conv.conversation_id:
+                if message.get("stop") and message.get("conversation_id") == conv.conversation_id:
                     stopped.set()
                     return
 
@@ -140,9 +156,15 @@ async def _client(host: str, port: int, conv: DemoConversation, speed: float,
         tg.cancel_scope.cancel()
 
 
-async def simulate(address: str, conversations: list[DemoConversation], *, speed: float = 1.0,
-                   concurrency: int = 5, seed: int = 11,
-                   stats: DemoStats | None = None) -> DemoStats:
+async def simulate(
+    address: str,
+    conversations: list[DemoConversation],
+    *,
+    speed: float = 1.0,
+    concurrency: int = 5,
+    seed: int = 11,
+    stats: DemoStats | None = None,
+) -> DemoStats:
     """Play ``conversations`` against a ``tcp://host:port`` listener, a few at a time."""
     host, _, port = address.removeprefix("tcp://").rpartition(":")
     stats = stats if stats is not None else DemoStats()

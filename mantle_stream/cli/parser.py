@@ -43,8 +43,9 @@ def _seconds(text: str) -> float | None:
     return value
 
 
-def _number(text: str, kind: Callable[[str], float], ok: Callable[[float], bool],
-            what: str) -> float:
+def _number(
+    text: str, kind: Callable[[str], float], ok: Callable[[float], bool], what: str
+) -> float:
     """Parse a command-line number, with the same message for every way it can be wrong."""
     try:
         value = kind(text)
@@ -68,66 +69,135 @@ def _at_least_one(text: str) -> int:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jsonl", metavar="PATH",
-                   help="append one JSON line per verdict as it is decided (`-`: standard "
-                        "output)")
-    p.add_argument("--jsonl-mode", choices=("append", "overwrite"), default="append",
-                   help="add to an existing --jsonl file (default) or start it afresh")
+    p.add_argument(
+        "--jsonl",
+        metavar="PATH",
+        help="append one JSON line per verdict as it is decided (`-`: standard output)",
+    )
+    p.add_argument(
+        "--jsonl-mode",
+        choices=("append", "overwrite"),
+        default="append",
+        help="add to an existing --jsonl file (default) or start it afresh",
+    )
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
-    p.add_argument("--fail-fast", action="store_true",
-                   help="stop reading and exit 1 at the first failed assertion")
-    p.add_argument("--on-bad-event", choices=("fail", "skip"), default="fail",
-                   help="a malformed event: stop with exit 2 after reporting what was judged "
-                        "(fail, the default), or count it and go on (skip)")
-    p.add_argument("--reorder-window", type=_count, default=DEFAULT_REORDER_WINDOW,
-                   metavar="N",
-                   help="hold up to N events of a conversation that arrive after a gap in "
-                        "`sequence`, to apply them in order; 0 applies events on arrival "
-                        f"(default: {DEFAULT_REORDER_WINDOW})")
-    p.add_argument("--gap-timeout", type=_positive, default=DEFAULT_GAP_TIMEOUT,
-                   metavar="SECONDS",
-                   help="live sources (follow:, tcp://, unix:): give up on a missing "
-                        "sequence after waiting this long; a file is never timed "
-                        f"(default: {DEFAULT_GAP_TIMEOUT:g})")
-    p.add_argument("--regex-timeout", type=_positive, default=DEFAULT_REGEX_TIMEOUT,
-                   metavar="SECONDS",
-                   help="the time one `text_matches` search may take on one message; past it "
-                        f"the assertion is errored (default: {DEFAULT_REGEX_TIMEOUT:g})")
-    p.add_argument("--keep-finished", type=_count, default=None, metavar="N",
-                   help="list only the N most recently finished conversations in the views "
-                        "and the report (the others are counted; --jsonl and --junit have every "
-                        "verdict), so a long run holds what is open now (default: all for "
-                        "files, 10000 for follow:, tcp:// and unix:)")
-    p.add_argument("--strict", action="store_true",
-                   help="exit 2 when anything was not judged as asked: conversations that "
-                        "match no scenario, bad or late events, sequence gaps, unknown kinds")
-    p.add_argument("--results", metavar="DIR",
-                   help="an evaluate_agent results folder: judge each conversation against "
-                        "the scenario its run_N.json names, and report where our verdicts "
-                        "differ from the recorded ones")
+    p.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop reading and exit 1 at the first failed assertion",
+    )
+    p.add_argument(
+        "--on-bad-event",
+        choices=("fail", "skip"),
+        default="fail",
+        help="a malformed event: stop with exit 2 after reporting what was judged "
+        "(fail, the default), or count it and go on (skip)",
+    )
+    p.add_argument(
+        "--reorder-window",
+        type=_count,
+        default=DEFAULT_REORDER_WINDOW,
+        metavar="N",
+        help="hold up to N events of a conversation that arrive after a gap in "
+        "`sequence`, to apply them in order; 0 applies events on arrival "
+        f"(default: {DEFAULT_REORDER_WINDOW})",
+    )
+    p.add_argument(
+        "--gap-timeout",
+        type=_positive,
+        default=DEFAULT_GAP_TIMEOUT,
+        metavar="SECONDS",
+        help="live sources (follow:, tcp://, unix:): give up on a missing "
+        "sequence after waiting this long; a file is never timed "
+        f"(default: {DEFAULT_GAP_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--regex-timeout",
+        type=_positive,
+        default=DEFAULT_REGEX_TIMEOUT,
+        metavar="SECONDS",
+        help="the time one `text_matches` search may take on one message; past it "
+        f"the assertion is errored (default: {DEFAULT_REGEX_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--keep-finished",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="list only the N most recently finished conversations in the views "
+        "and the report (the others are counted; --jsonl and --junit have every "
+        "verdict), so a long run holds what is open now (default: all for "
+        "files, 10000 for follow:, tcp:// and unix:)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 2 when anything was not judged as asked: conversations that "
+        "match no scenario, bad or late events, sequence gaps, unknown kinds",
+    )
+    p.add_argument(
+        "--results",
+        metavar="DIR",
+        help="an evaluate_agent results folder: judge each conversation against "
+        "the scenario its run_N.json names, and report where our verdicts "
+        "differ from the recorded ones",
+    )
 
 
 def _add_live_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--idle-timeout", type=_seconds, default=None, metavar="SECONDS",
-                   help="finish a conversation with no event for this long (default: never)")
-    p.add_argument("--linger", type=_seconds, default=1.0, metavar="SECONDS",
-                   help="live sources: end this long after every conversation ended and "
-                        "every client left; `never` keeps listening (default: 1)")
-    p.add_argument("--state", metavar="PATH",
-                   help="checkpoint every open conversation to PATH (atomically) and resume "
-                        "from it when restarted; removed when the run completes")
-    p.add_argument("--state-interval", type=_positive, default=1.0, metavar="SECONDS",
-                   help="how often to checkpoint with --state (default: 1)")
-    p.add_argument("--token", default=os.environ.get("MANTLE_STREAM_TOKEN"),
-                   help="sockets: a shared secret every client must send as its first line "
-                        "(default: $MANTLE_STREAM_TOKEN)")
-    p.add_argument("--listen-remote", action="store_true",
-                   help="allow tcp:// on a non-loopback address (set a --token too)")
-    p.add_argument("--max-connections", type=_at_least_one, default=64, metavar="N",
-                   help="sockets: clients connected at once (default: 64)")
-    p.add_argument("--connection-idle-timeout", type=_positive, default=300.0,
-                   metavar="SECONDS",
-                   help="sockets: close a client that sent nothing for this long (default: 300)")
+    p.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="finish a conversation with no event for this long (default: never)",
+    )
+    p.add_argument(
+        "--linger",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="live sources: end this long after every conversation ended and "
+        "every client left; `never` keeps listening (default: 1)",
+    )
+    p.add_argument(
+        "--state",
+        metavar="PATH",
+        help="checkpoint every open conversation to PATH (atomically) and resume "
+        "from it when restarted; removed when the run completes",
+    )
+    p.add_argument(
+        "--state-interval",
+        type=_positive,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often to checkpoint with --state (default: 1)",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("MANTLE_STREAM_TOKEN"),
+        help="sockets: a shared secret every client must send as its first line "
+        "(default: $MANTLE_STREAM_TOKEN)",
+    )
+    p.add_argument(
+        "--listen-remote",
+        action="store_true",
+        help="allow tcp:// on a non-loopback address (set a --token too)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=_at_least_one,
+        default=64,
+        metavar="N",
+        help="sockets: clients connected at once (default: 64)",
+    )
+    p.add_argument(
+        "--connection-idle-timeout",
+        type=_positive,
+        default=300.0,
+        metavar="SECONDS",
+        help="sockets: close a client that sent nothing for this long (default: 300)",
+    )
 
 
 EXIT_CODES = """\
@@ -147,75 +217,112 @@ def _epilog(*examples: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = _Parser(prog="mantle-stream", formatter_class=formatter,
-                     description="Judge Mantle scenario assertions while conversations run.",
-                     epilog=_epilog(
-                         "mantle-stream demo",
-                         "mantle-stream check eval/scenarios --events rasa_event.log "
-                         "--results eval/results/2026-12-01T09-00-00") + "\n\n"
-                     "`mantle-stream COMMAND --help` describes each command.")
+    parser = _Parser(
+        prog="mantle-stream",
+        formatter_class=formatter,
+        description="Judge Mantle scenario assertions while conversations run.",
+        epilog=_epilog(
+            "mantle-stream demo",
+            "mantle-stream check eval/scenarios --events rasa_event.log "
+            "--results eval/results/2026-12-01T09-00-00",
+        )
+        + "\n\n"
+        "`mantle-stream COMMAND --help` describes each command.",
+    )
     parser.add_argument("-V", "--version", action="version", version=f"mantle-stream {VERSION}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                                metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND"
+    )
     scenarios = "a scenario file, or a directory searched for *.yml / *.yaml"
-    sources = ("event source: a file (JSON lines or a tracker document), a directory of them, "
-               "- (standard input), follow:PATH (a file still being "
-               "written), tcp://HOST:PORT or unix:PATH (listen for simulators); several files, "
-               "directories or glob patterns (given at once or --events repeated) are read "
-               "one after the other as one feed")
+    sources = (
+        "event source: a file (JSON lines or a tracker document), a directory of them, "
+        "- (standard input), follow:PATH (a file still being "
+        "written), tcp://HOST:PORT or unix:PATH (listen for simulators); several files, "
+        "directories or glob patterns (given at once or --events repeated) are read "
+        "one after the other as one feed"
+    )
 
     check = sub.add_parser(
-        "check", help="judge an event feed and print a report", formatter_class=formatter,
+        "check",
+        help="judge an event feed and print a report",
+        formatter_class=formatter,
         description="Judge every conversation of an event feed against scenarios, then "
-                    "print a report.",
+        "print a report.",
         epilog=_epilog(
             "mantle-stream check eval/scenarios --events rasa_event.log "
             "--results eval/results/2026-12-01T09-00-00",
             "curl -s localhost:5005/conversations/sim-1/tracker | "
-            "mantle-stream check eval/scenarios/card.yml --events - --format json"))
+            "mantle-stream check eval/scenarios/card.yml --events - --format json",
+        ),
+    )
     check.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
-    check.add_argument("--events", required=True, metavar="SOURCE", help=sources,
-                       nargs="+", action="extend")
-    check.add_argument("--format", choices=("table", "json"), default="table",
-                       help="report format on standard output (default: table)")
+    check.add_argument(
+        "--events", required=True, metavar="SOURCE", help=sources, nargs="+", action="extend"
+    )
+    check.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="report format on standard output (default: table)",
+    )
     _add_run_options(check)
     _add_live_options(check)
 
     watch = sub.add_parser(
-        "watch", help="judge an event feed in a live terminal view", formatter_class=formatter,
+        "watch",
+        help="judge an event feed in a live terminal view",
+        formatter_class=formatter,
         description="Judge conversations while they run, in a live terminal view (one plain "
-                    "line per verdict when standard output is not a terminal).",
+        "line per verdict when standard output is not a terminal).",
         epilog=_epilog(
             "mantle-stream watch eval/scenarios --events follow:rasa_event.log",
-            "mantle-stream watch eval/scenarios --events tcp://127.0.0.1:7400"))
+            "mantle-stream watch eval/scenarios --events tcp://127.0.0.1:7400",
+        ),
+    )
     watch.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
-    watch.add_argument("--events", required=True, metavar="SOURCE", help=sources,
-                       nargs="+", action="extend")
+    watch.add_argument(
+        "--events", required=True, metavar="SOURCE", help=sources, nargs="+", action="extend"
+    )
     _add_run_options(watch)
     _add_live_options(watch)
 
     validate = sub.add_parser(
-        "validate", help="load and check scenario files only", formatter_class=formatter,
+        "validate",
+        help="load and check scenario files only",
+        formatter_class=formatter,
         description="Load scenario files and report every problem, like a compiler.",
-        epilog=_epilog("mantle-stream validate eval/scenarios",
-                       "mantle-stream validate eval/scenarios/card_replace.yml"))
+        epilog=_epilog(
+            "mantle-stream validate eval/scenarios",
+            "mantle-stream validate eval/scenarios/card_replace.yml",
+        ),
+    )
     validate.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
 
     demo = sub.add_parser(
-        "demo", help="a built-in simulator streaming into the live view",
+        "demo",
+        help="a built-in simulator streaming into the live view",
         formatter_class=formatter,
         description="Play the bundled example conversations over loopback TCP into the live "
-                    "view, stopping the ones that fail early.",
-        epilog=_epilog("mantle-stream demo", "mantle-stream demo --speed 5 --junit demo.xml"))
-    demo.add_argument("--speed", type=_positive, default=1.0,
-                      help="pace multiplier: 2 plays twice as fast (default: 1)")
-    demo.add_argument("--concurrency", type=_at_least_one, default=5,
-                      help="conversations running at once (default: 5)")
-    demo.add_argument("--jsonl", metavar="PATH",
-                      help="append one JSON line per verdict as it is decided")
+        "view, stopping the ones that fail early.",
+        epilog=_epilog("mantle-stream demo", "mantle-stream demo --speed 5 --junit demo.xml"),
+    )
+    demo.add_argument(
+        "--speed",
+        type=_positive,
+        default=1.0,
+        help="pace multiplier: 2 plays twice as fast (default: 1)",
+    )
+    demo.add_argument(
+        "--concurrency",
+        type=_at_least_one,
+        default=5,
+        help="conversations running at once (default: 5)",
+    )
+    demo.add_argument(
+        "--jsonl", metavar="PATH", help="append one JSON line per verdict as it is decided"
+    )
     demo.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
-    demo.add_argument("--fail-fast", action="store_true",
-                      help="stop at the first failed assertion")
+    demo.add_argument("--fail-fast", action="store_true", help="stop at the first failed assertion")
     return parser
 
 

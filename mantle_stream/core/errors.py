@@ -14,8 +14,14 @@ if TYPE_CHECKING:
     from mantle_stream.core.scenario.diagnostics import Diagnostic
     from mantle_stream.core.verdicts import Decision
 
-__all__ = ["CONTROL_ESCAPES", "EventError", "FeedError", "MantleStreamError", "ScenarioError",
-           "UsageError"]
+__all__ = [
+    "CONTROL_ESCAPES",
+    "EventError",
+    "FeedError",
+    "MantleStreamError",
+    "ScenarioError",
+    "UsageError",
+]
 
 #: Control characters written as escapes, so a message stays on one line.
 CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
@@ -37,8 +43,9 @@ class ScenarioError(MantleStreamError):
 class EventError(MantleStreamError):
     """An event could not be read: malformed JSON, wrong types, no or two payloads."""
 
-    def __init__(self, message: str, *, source: str = "<events>", line: int | None = None,
-                 excerpt: str = "") -> None:
+    def __init__(
+        self, message: str, *, source: str = "<events>", line: int | None = None, excerpt: str = ""
+    ) -> None:
         # Input text quoted in a message must not break it over lines (or send
         # control sequences to a terminal).
         self.message = message.translate(CONTROL_ESCAPES)

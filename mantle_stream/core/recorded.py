@@ -88,13 +88,18 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, RecordedRun]:
         scenario = run.scenario_slug or file.parent.name
         other = runs.get(run.conversation_id)
         if other is not None and other.scenario != scenario:
-            raise UsageError(f"conversation `{run.conversation_id}` is a run of two scenarios "
-                             f"(`{other.path}` and `{file}`)")
-        runs[run.conversation_id] = RecordedRun(str(file), run.conversation_id, scenario,
-                                                run.run_index, passed)
+            raise UsageError(
+                f"conversation `{run.conversation_id}` is a run of two scenarios "
+                f"(`{other.path}` and `{file}`)"
+            )
+        runs[run.conversation_id] = RecordedRun(
+            str(file), run.conversation_id, scenario, run.run_index, passed
+        )
     if not runs:
-        raise UsageError(f"--results `{root}` holds no run_*.json files (expected "
-                         "<timestamp>/<scenario>/run_<N>.json as evaluate_agent writes them)")
+        raise UsageError(
+            f"--results `{root}` holds no run_*.json files (expected "
+            "<timestamp>/<scenario>/run_<N>.json as evaluate_agent writes them)"
+        )
     return runs
 
 
@@ -106,6 +111,7 @@ def compare(result: ConversationResult, run: RecordedRun) -> list[RunDifference]
         if recorded is None or a.verdict not in ("passed", "failed"):
             continue
         if (a.verdict == "passed") != recorded:
-            out.append(RunDifference(a.index, a.kind, a.verdict,
-                                     "passed" if recorded else "failed"))
+            out.append(
+                RunDifference(a.index, a.kind, a.verdict, "passed" if recorded else "failed")
+            )
     return out

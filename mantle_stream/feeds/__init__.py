@@ -18,8 +18,16 @@ from mantle_stream.feeds.follow import FollowFeed, FollowOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
 
-__all__ = ["MAX_LINE_BYTES", "SCHEMES", "Chunk", "Feed", "FollowOptions", "ListenOptions",
-           "Replies", "open_feed"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "SCHEMES",
+    "Chunk",
+    "Feed",
+    "FollowOptions",
+    "ListenOptions",
+    "Replies",
+    "open_feed",
+]
 
 #: The longest line a feed hands on whole; a longer one becomes a bad event.
 MAX_LINE_BYTES = 1 << 20
@@ -53,9 +61,14 @@ SCHEMES: dict[str, Callable[[str, Options], Feed]] = {
 }
 
 
-def open_feed(spec: str | Sequence[str], *, max_line_bytes: int = MAX_LINE_BYTES,
-              stdin: BinaryIO | None = None, follow: FollowOptions | None = None,
-              listen: ListenOptions | None = None) -> Feed:
+def open_feed(
+    spec: str | Sequence[str],
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    stdin: BinaryIO | None = None,
+    follow: FollowOptions | None = None,
+    listen: ListenOptions | None = None,
+) -> Feed:
     """The feed for a ``--events`` source; nothing is opened until ``async with``.
 
     ``spec`` is a file or directory path, ``-`` (``stdin``, default
@@ -73,20 +86,25 @@ def open_feed(spec: str | Sequence[str], *, max_line_bytes: int = MAX_LINE_BYTES
         if len(specs) != 1:
             odd = [s for s in specs if s == "-" or ":" in s.split("/", 1)[0] or not s]
             if odd or not specs:
-                return Invalid(", ".join(specs), "several event sources must all be files or "
-                               f"directories; `{odd[0] if odd else ''}` is not one")
+                return Invalid(
+                    ", ".join(specs),
+                    "several event sources must all be files or "
+                    f"directories; `{odd[0] if odd else ''}` is not one",
+                )
             return FileFeed(specs, None, max_line_bytes=max_line_bytes)
         spec = specs[0]
     if spec == "-":
         return FileFeed(None, stdin, max_line_bytes=max_line_bytes)
     for prefix, factory in SCHEMES.items():
         if spec.startswith(prefix):
-            return factory(spec, Options(max_line_bytes, follow or FollowOptions(),
-                                         listen or ListenOptions()))
+            return factory(
+                spec, Options(max_line_bytes, follow or FollowOptions(), listen or ListenOptions())
+            )
     if not spec:
         return Invalid(spec, f"bad event source: empty; expected {_FORMS}")
     if "://" in spec:
         scheme = spec.partition("://")[0]
-        return Invalid(spec, f"bad event source `{spec}`: unknown scheme `{scheme}`; "
-                             f"expected {_FORMS}")
+        return Invalid(
+            spec, f"bad event source `{spec}`: unknown scheme `{scheme}`; expected {_FORMS}"
+        )
     return FileFeed([spec], None, max_line_bytes=max_line_bytes)

@@ -86,8 +86,18 @@ from mantle_stream.core.events.model import count_lines
 from mantle_stream.feeds.interface import Chunk, Replies
 from mantle_stream.feeds.lines import CHUNK_BYTES, READ_BYTES, LineChunker, split_lines
 
-__all__ = ["BOM", "MAX_OUTBOX", "Gone", "Invalid", "Item", "Lines", "Peer", "QueuedFeed", "put",
-           "reason"]
+__all__ = [
+    "BOM",
+    "MAX_OUTBOX",
+    "Gone",
+    "Invalid",
+    "Item",
+    "Lines",
+    "Peer",
+    "QueuedFeed",
+    "put",
+    "reason",
+]
 
 # Chunks waiting between producers and the consumer. Each is at most one read
 # block (or a piece of one) plus one pending line: a few MiB at worst.
@@ -96,7 +106,6 @@ _QUEUE_SIZE = 16
 _CUT_KEEP = 200
 #: The UTF-8 byte order mark some editors put at the start of a file.
 BOM = b"\xef\xbb\xbf"
-
 
 
 #: Replies waiting for one slow client; past this many its connection is dropped.
@@ -114,11 +123,26 @@ class Peer:
     dropped, never the loop that reads every client's events.
     """
 
-    __slots__ = ("_closed", "_lock", "_on_stall", "_outbox", "_overflow", "_ready",
-                 "_send_timeout", "_stream", "name")
+    __slots__ = (
+        "_closed",
+        "_lock",
+        "_on_stall",
+        "_outbox",
+        "_overflow",
+        "_ready",
+        "_send_timeout",
+        "_stream",
+        "name",
+    )
 
-    def __init__(self, name: str, stream: ByteStream, *, send_timeout: float | None = None,
-                 on_stall: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        stream: ByteStream,
+        *,
+        send_timeout: float | None = None,
+        on_stall: Callable[[], object] | None = None,
+    ) -> None:
         self.name = name
         self._stream = stream
         self._lock = anyio.Lock()
@@ -228,7 +252,7 @@ class Lines:
             if newline < 0:
                 return []
             self._skipping = False
-            data = data[newline + 1:]
+            data = data[newline + 1 :]
         chunk = self._chunker.feed(data)
         if len(chunk) > self._limit:  # only then can a complete line be too long
             chunk = self._cut_long_lines(chunk)
@@ -259,9 +283,9 @@ class Lines:
         while start < len(chunk):
             end = chunk.index(b"\n", start)
             if end - start > self._limit:
-                parts.append(self._cut(chunk[start:min(end, start + _CUT_KEEP)]))
+                parts.append(self._cut(chunk[start : min(end, start + _CUT_KEEP)]))
             else:
-                parts.append(chunk[start:end + 1])
+                parts.append(chunk[start : end + 1])
             start = end + 1
         return b"".join(parts)
 
@@ -427,13 +451,15 @@ class Invalid(QueuedFeed):
         raise FeedError(self._message)
 
 
-async def put(send: MemoryObjectSendStream[Item], pieces: list[tuple[bytes, int]],
-               peer: Peer | None, source: str | None = None) -> None:
+async def put(
+    send: MemoryObjectSendStream[Item],
+    pieces: list[tuple[bytes, int]],
+    peer: Peer | None,
+    source: str | None = None,
+) -> None:
     for data, first in pieces:
         await send.send(Chunk(data, peer, first, source))
 
 
 def reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
-
-

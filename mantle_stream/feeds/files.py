@@ -40,8 +40,10 @@ def _document_chunk(data: bytes, name: str) -> Chunk:
     """A whole tracker document as one chunk of JSON lines that ends its conversation."""
     data = data.removeprefix(BOM)
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise FeedError(f"`{name}` is a tracker document of {len(data)} bytes, more than the "
-                        f"{MAX_DOCUMENT_BYTES}-byte limit")
+        raise FeedError(
+            f"`{name}` is a tracker document of {len(data)} bytes, more than the "
+            f"{MAX_DOCUMENT_BYTES}-byte limit"
+        )
     try:
         cid, lines = document_lines(data, name)
     except EventError as exc:
@@ -55,12 +57,18 @@ def _event_files(path: str) -> list[str]:
         names = sorted(os.listdir(path))
     except OSError as exc:
         raise FeedError(f"cannot read events from `{path}`: {reason(exc)}") from None
-    files = [os.path.join(path, n) for n in names
-             if n.endswith(EVENT_FILE_SUFFIXES) and not n.startswith(".")
-             and os.path.isfile(os.path.join(path, n))]
+    files = [
+        os.path.join(path, n)
+        for n in names
+        if n.endswith(EVENT_FILE_SUFFIXES)
+        and not n.startswith(".")
+        and os.path.isfile(os.path.join(path, n))
+    ]
     if not files:
-        raise FeedError(f"no event files in directory `{path}` (expected "
-                        f"{', '.join('*' + s for s in EVENT_FILE_SUFFIXES)})")
+        raise FeedError(
+            f"no event files in directory `{path}` (expected "
+            f"{', '.join('*' + s for s in EVENT_FILE_SUFFIXES)})"
+        )
     return files
 
 
@@ -74,10 +82,16 @@ class FileFeed(QueuedFeed):
     the end of the last file.
     """
 
-    def __init__(self, paths: list[str] | None, stdin: BinaryIO | None, *,
-                 max_line_bytes: int) -> None:
-        name = "<stdin>" if paths is None else paths[0] if len(paths) == 1 else \
-            f"{paths[0]} and {len(paths) - 1} more"
+    def __init__(
+        self, paths: list[str] | None, stdin: BinaryIO | None, *, max_line_bytes: int
+    ) -> None:
+        name = (
+            "<stdin>"
+            if paths is None
+            else paths[0]
+            if len(paths) == 1
+            else f"{paths[0]} and {len(paths) - 1} more"
+        )
         super().__init__(name, live=False, max_line_bytes=max_line_bytes)
         self._path = None if paths is None else paths[0]
         self._paths = paths
@@ -104,15 +118,13 @@ class FileFeed(QueuedFeed):
         if len(self._paths) > 1 or os.path.isdir(self._paths[0]):
             self._files = files
 
-
     async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
         with send:
             if self._path is None:
                 try:
                     await self._read_stdin(send, Lines(self._max_line_bytes))
                 except OSError as exc:
-                    self._error = FeedError(
-                        f"cannot read events from `{self.name}`: {reason(exc)}")
+                    self._error = FeedError(f"cannot read events from `{self.name}`: {reason(exc)}")
                 return
             files = self._files or [self._path]
             several = self._files is not None
@@ -127,8 +139,9 @@ class FileFeed(QueuedFeed):
                     self._error = exc
                     return
 
-    async def _read_file(self, send: MemoryObjectSendStream[Item], file: BinaryIO,
-                         source: str | None) -> None:
+    async def _read_file(
+        self, send: MemoryObjectSendStream[Item], file: BinaryIO, source: str | None
+    ) -> None:
         lines = Lines(self._max_line_bytes)
         read = _read_function(file)
         first = True
@@ -152,10 +165,12 @@ class FileFeed(QueuedFeed):
         failed: Exception | None = None
         with blocks, arrived:
             async with BlockingPortal() as portal:
-                threading.Thread(target=_read_blocks, name=f"mantle_stream {self.name} reader",
-                                 args=(_stdin_read_function(self._stdin), self._read_size,
-                                       portal, blocks),
-                                 daemon=True).start()
+                threading.Thread(
+                    target=_read_blocks,
+                    name=f"mantle_stream {self.name} reader",
+                    args=(_stdin_read_function(self._stdin), self._read_size, portal, blocks),
+                    daemon=True,
+                ).start()
                 document: list[bytes] | None = None  # standard input holds one document
                 first = True
                 while data := await arrived.receive():
@@ -171,7 +186,8 @@ class FileFeed(QueuedFeed):
                         if sum(map(len, document)) > MAX_DOCUMENT_BYTES:
                             self._error = FeedError(
                                 f"`{self.name}` is a tracker document of more than the "
-                                f"{MAX_DOCUMENT_BYTES}-byte limit")
+                                f"{MAX_DOCUMENT_BYTES}-byte limit"
+                            )
                             return
                     else:
                         await put(send, lines.feed(data), None)
@@ -228,8 +244,12 @@ def _read_waiting(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_blocks(read: Callable[[int], bytes], size: int, portal: BlockingPortal,
-                 blocks: MemoryObjectSendStream[bytes | Exception]) -> None:
+def _read_blocks(
+    read: Callable[[int], bytes],
+    size: int,
+    portal: BlockingPortal,
+    blocks: MemoryObjectSendStream[bytes | Exception],
+) -> None:
     """Body of the standard-input thread: blocks (``b""`` at the end) or the error."""
     try:
         while True:
@@ -243,5 +263,3 @@ def _read_blocks(read: Callable[[int], bytes], size: int, portal: BlockingPortal
                 return
     except Exception:
         return  # the feed has closed its end: nobody is left to tell
-
-

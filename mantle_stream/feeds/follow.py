@@ -35,8 +35,9 @@ class FollowOptions:
 class FollowFeed(QueuedFeed):
     """``follow:PATH``: tail a file that is still being written; never ends."""
 
-    def __init__(self, spec: str, path: str, options: FollowOptions, *,
-                 max_line_bytes: int) -> None:
+    def __init__(
+        self, spec: str, path: str, options: FollowOptions, *, max_line_bytes: int
+    ) -> None:
         super().__init__(spec, live=True, max_line_bytes=max_line_bytes)
         self._path = path
         self._poll = options.poll_interval
@@ -112,5 +113,3 @@ def _what_changed(fh: BinaryIO, path: str) -> str:
     if here.st_size < fh.tell():
         return _TRUNCATED
     return _SAME
-
-

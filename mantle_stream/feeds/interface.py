@@ -84,8 +84,12 @@ class Feed(Protocol):
 
     async def __aenter__(self) -> Feed: ...
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> bool | None: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None: ...
 
     def __aiter__(self) -> AsyncIterator[Chunk]: ...
 

@@ -33,7 +33,7 @@ def split_lines(chunk: bytes, size: int = CHUNK_BYTES) -> Iterator[bytes]:
             cut = chunk.find(b"\n", start + size)
             if cut < 0:
                 break
-        yield chunk[start:cut + 1]
+        yield chunk[start : cut + 1]
         start = cut + 1
     if start < end:
         yield chunk[start:] if start else chunk
@@ -61,7 +61,7 @@ class LineChunker:
             chunk = b"".join((self._pending, memoryview(data)[: cut + 1]))
         else:
             chunk = data if cut + 1 == len(data) else data[: cut + 1]
-        self._pending = data[cut + 1:]
+        self._pending = data[cut + 1 :]
         return chunk
 
     def flush(self) -> bytes:

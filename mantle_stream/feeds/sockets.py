@@ -151,8 +151,9 @@ class _SocketFeed(QueuedFeed):
             for listener in self._listeners:
                 task_group.start_soon(self._accept, listener, send, task_group)
 
-    async def _accept(self, listener: SocketListener, send: MemoryObjectSendStream[Item],
-                      task_group: TaskGroup) -> None:
+    async def _accept(
+        self, listener: SocketListener, send: MemoryObjectSendStream[Item], task_group: TaskGroup
+    ) -> None:
         rules = self._admission
         while True:
             try:
@@ -163,8 +164,12 @@ class _SocketFeed(QueuedFeed):
                 await anyio.sleep(_ACCEPT_RETRY)
                 continue
             name = self._peer_name(stream)
-            peer = Peer(name, stream, send_timeout=rules.send_timeout,
-                        on_stall=functools.partial(self._count, SEND_TIMEOUT, name))
+            peer = Peer(
+                name,
+                stream,
+                send_timeout=rules.send_timeout,
+                on_stall=functools.partial(self._count, SEND_TIMEOUT, name),
+            )
             if len(self._peers) >= rules.max_connections:
                 # Here rather than in a task: a flood of connections then costs
                 # one short write each and never piles up tasks or sockets.
@@ -181,8 +186,9 @@ class _SocketFeed(QueuedFeed):
         self._connections += 1
         self._touch()
 
-    async def _serve(self, peer: Peer, stream: SocketStream,
-                     send: MemoryObjectSendStream[Item]) -> None:
+    async def _serve(
+        self, peer: Peer, stream: SocketStream, send: MemoryObjectSendStream[Item]
+    ) -> None:
         rules = self._admission
         lines = Lines(self._max_line_bytes)
         if rules.token is not None:
@@ -210,8 +216,9 @@ class _SocketFeed(QueuedFeed):
         self._touch()
         await send.send(Gone(peer))
 
-    async def _authenticate(self, stream: SocketStream, token: bytes,
-                            timeout: float) -> bytes | str:
+    async def _authenticate(
+        self, stream: SocketStream, token: bytes, timeout: float
+    ) -> bytes | str:
         """The bytes that followed the token line, or the reason to refuse."""
         received = b""
         longest = max(len(token), _TOKEN_LINE_MAX) + 1  # + 1 for a CR
@@ -221,17 +228,20 @@ class _SocketFeed(QueuedFeed):
                     if len(received) > longest:
                         return UNAUTHORIZED
                     received += await stream.receive(CHUNK_BYTES)
-            except (anyio.EndOfStream, anyio.BrokenResourceError,
-                    anyio.ClosedResourceError, OSError):
+            except (
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                anyio.ClosedResourceError,
+                OSError,
+            ):
                 return UNAUTHORIZED  # left without naming the token
             line = received[:newline].removesuffix(b"\r")
             if not hmac.compare_digest(line, token):
                 return UNAUTHORIZED
-            return received[newline + 1:]
+            return received[newline + 1 :]
         return AUTH_TIMEOUT
 
-    async def _refuse(self, peer: Peer, stream: SocketStream, reason: str, *,
-                      drain: bool) -> None:
+    async def _refuse(self, peer: Peer, stream: SocketStream, reason: str, *, drain: bool) -> None:
         """Count, write the error line, close. Never seen by the consumer."""
         self._count(reason, peer.name)
         try:
@@ -241,8 +251,7 @@ class _SocketFeed(QueuedFeed):
                     await stream.send_eof()
                     while True:  # until the client closes (EndOfStream) or time is up
                         await stream.receive(CHUNK_BYTES)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
-                OSError):
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:
             self._peers.discard(peer)
@@ -265,7 +274,7 @@ class _SocketFeed(QueuedFeed):
 
 def _parse_tcp(spec: str) -> tuple[str, int] | str:
     """``(host, port)`` from ``tcp://HOST:PORT``, or why it is not one."""
-    rest = spec[len("tcp://"):]
+    rest = spec[len("tcp://") :]
     usage = "expected `tcp://HOST:PORT`, e.g. `tcp://127.0.0.1:7777`"
     if rest.startswith("["):
         host, bracket, tail = rest[1:].partition("]")
@@ -297,20 +306,19 @@ def _is_loopback(host: str) -> bool:
 
 
 class _TcpFeed(_SocketFeed):
-    def __init__(self, spec: str, host: str, port: int, *, max_line_bytes: int,
-                 admission: Admission) -> None:
+    def __init__(
+        self, spec: str, host: str, port: int, *, max_line_bytes: int, admission: Admission
+    ) -> None:
         super().__init__(spec, max_line_bytes=max_line_bytes, admission=admission)
         self._host = host
         self._port = port
 
     async def _open(self) -> None:
         try:
-            listener = await anyio.create_tcp_listener(local_host=self._host,
-                                                       local_port=self._port)
+            listener = await anyio.create_tcp_listener(local_host=self._host, local_port=self._port)
         except OSError as exc:
             raise FeedError(f"cannot listen on `{self.name}`: {reason(exc)}") from None
-        self._listeners = [item for item in listener.listeners
-                           if isinstance(item, SocketListener)]
+        self._listeners = [item for item in listener.listeners if isinstance(item, SocketListener)]
         port = self._listeners[0].extra(SocketAttribute.local_port)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self.address = self.name = f"tcp://{host}:{port}"
@@ -355,8 +363,7 @@ async def _someone_listens(path: str) -> bool:
 
 
 class _UnixFeed(_SocketFeed):
-    def __init__(self, spec: str, path: str, *, max_line_bytes: int,
-                 admission: Admission) -> None:
+    def __init__(self, spec: str, path: str, *, max_line_bytes: int, admission: Admission) -> None:
         super().__init__(spec, max_line_bytes=max_line_bytes, admission=admission)
         self._path = path
         self._clients = 0
@@ -373,8 +380,9 @@ class _UnixFeed(_SocketFeed):
             raise FeedError(f"{where}: {reason(exc)}") from None
         if found is not None:
             if not stat.S_ISSOCK(found.st_mode):
-                raise FeedError(f"{where}: the path exists and is not a socket; "
-                                f"refusing to replace it")
+                raise FeedError(
+                    f"{where}: the path exists and is not a socket; refusing to replace it"
+                )
             if await _someone_listens(path):
                 raise FeedError(f"{where}: another process is listening on it")
             with contextlib.suppress(FileNotFoundError):
@@ -437,8 +445,11 @@ def open_socket_feed(spec: str, options: ListenOptions, *, max_line_bytes: int) 
     send_timeout, allow_remote = options.send_timeout, options.allow_remote
     if max_connections < 1:
         raise ValueError(f"max_connections must be at least 1, not {max_connections!r}")
-    for name, value in (("auth_timeout", auth_timeout), ("idle_timeout", idle_timeout),
-                        ("send_timeout", send_timeout)):
+    for name, value in (
+        ("auth_timeout", auth_timeout),
+        ("idle_timeout", idle_timeout),
+        ("send_timeout", send_timeout),
+    ):
         if value is not None and value <= 0:
             raise ValueError(f"{name} must be positive, not {value!r}")
     if token is not None and (not token or "\n" in token or "\r" in token):
@@ -446,10 +457,13 @@ def open_socket_feed(spec: str, options: ListenOptions, *, max_line_bytes: int) 
     admission = Admission(
         # surrogateescape: a token taken from the environment keeps its bytes.
         token=None if token is None else token.encode("utf-8", "surrogateescape"),
-        max_connections=max_connections, auth_timeout=auth_timeout,
-        idle_timeout=idle_timeout, send_timeout=send_timeout)
+        max_connections=max_connections,
+        auth_timeout=auth_timeout,
+        idle_timeout=idle_timeout,
+        send_timeout=send_timeout,
+    )
     if spec.startswith("unix:"):
-        path = spec[len("unix:"):]
+        path = spec[len("unix:") :]
         if not path:
             return Invalid(spec, f"bad event source `{spec}`: expected `unix:PATH`")
         return _UnixFeed(spec, path, max_line_bytes=max_line_bytes, admission=admission)
@@ -458,10 +472,13 @@ def open_socket_feed(spec: str, options: ListenOptions, *, max_line_bytes: int) 
         return Invalid(spec, f"bad event source `{spec}`: {parsed}")
     host, port = parsed
     if not allow_remote and not _is_loopback(host):
-        return Invalid(spec, f"cannot listen on `{spec}`: `{host}` is not a loopback address "
-                              f"(127.0.0.0/8, ::1, localhost), so anyone who can reach this "
-                              f"machine could send events\n"
-                              f"hint: to accept remote simulators, pass `--listen-remote` "
-                              f"(`allow_remote=True` from Python) and set a token with "
-                              f"`--token` or `MANTLE_STREAM_TOKEN`")
+        return Invalid(
+            spec,
+            f"cannot listen on `{spec}`: `{host}` is not a loopback address "
+            f"(127.0.0.0/8, ::1, localhost), so anyone who can reach this "
+            f"machine could send events\n"
+            f"hint: to accept remote simulators, pass `--listen-remote` "
+            f"(`allow_remote=True` from Python) and set a token with "
+            f"`--token` or `MANTLE_STREAM_TOKEN`",
+        )
     return _TcpFeed(spec, host, port, max_line_bytes=max_line_bytes, admission=admission)

@@ -51,8 +51,18 @@ class JsonlWriter:
 
     def write(self, decisions: Iterable[Decision]) -> None:
         lines = [
-            _encode(JsonlRecord(d.conversation_id, d.scenario, d.index, d.kind, d.verdict,
-                                d.decided_at, d.reason)) + b"\n"
+            _encode(
+                JsonlRecord(
+                    d.conversation_id,
+                    d.scenario,
+                    d.index,
+                    d.kind,
+                    d.verdict,
+                    d.decided_at,
+                    d.reason,
+                )
+            )
+            + b"\n"
             for d in decisions
         ]
         if lines:

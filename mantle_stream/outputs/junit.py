@@ -29,19 +29,30 @@ def _suite(conv: ReportConversation) -> ET.Element:
     failures = sum(1 for a in conv.assertions if a.verdict == "failed")
     errors = sum(1 for a in conv.assertions if a.verdict == "errored")
     skipped = sum(1 for a in conv.assertions if a.verdict in ("pending", "skipped"))
-    suite = ET.Element("testsuite", name=conv.conversation_id,
-                       tests=str(len(conv.assertions)), failures=str(failures),
-                       errors=str(errors), skipped=str(skipped))
+    suite = ET.Element(
+        "testsuite",
+        name=conv.conversation_id,
+        tests=str(len(conv.assertions)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped=str(skipped),
+    )
     if conv.duration is not None and conv.started is not None:
         # How long the conversation ran, from its events' own timestamps.
         suite.set("time", f"{conv.duration:.3f}")
-        suite.set("timestamp", datetime.fromtimestamp(conv.started, UTC).strftime(
-            "%Y-%m-%dT%H:%M:%S"))
-    ET.SubElement(ET.SubElement(suite, "properties"), "property", name="scenario",
-                  value=conv.scenario or "")
+        suite.set(
+            "timestamp", datetime.fromtimestamp(conv.started, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        )
+    ET.SubElement(
+        ET.SubElement(suite, "properties"), "property", name="scenario", value=conv.scenario or ""
+    )
     for a in conv.assertions:
-        case = ET.SubElement(suite, "testcase", name=f"#{a.index} {a.kind}",
-                             classname=conv.scenario or conv.conversation_id)
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            name=f"#{a.index} {a.kind}",
+            classname=conv.scenario or conv.conversation_id,
+        )
         at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
         if a.verdict == "failed":
             failure = ET.SubElement(case, "failure", message=a.reason, type=a.kind)
@@ -51,8 +62,9 @@ def _suite(conv: ReportConversation) -> ET.Element:
         elif a.verdict == "skipped":
             ET.SubElement(case, "skipped", message=a.reason)
         elif a.verdict == "errored":  # could not be evaluated: not a failure
-            ET.SubElement(case, "error", message=a.reason, type="errored").text = \
-                f"{a.reason}\n(at {at})"
+            ET.SubElement(
+                case, "error", message=a.reason, type="errored"
+            ).text = f"{a.reason}\n(at {at})"
         else:
             ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
     return suite
@@ -60,12 +72,17 @@ def _suite(conv: ReportConversation) -> ET.Element:
 
 def _unmatched_suite(u: UnmatchedConversation) -> ET.Element:
     # Not judged is not passed: an error a CI job shows, never a silent absence.
-    suite = ET.Element("testsuite", name=u.conversation_id, tests="1", failures="0",
-                       errors="1", skipped="0")
-    case = ET.SubElement(suite, "testcase", name="scenario",
-                         classname=u.scenario or u.conversation_id)
-    why = (f"its scenario `{u.scenario}` is not loaded" if u.scenario
-           else "no results file or metadata names its scenario")
+    suite = ET.Element(
+        "testsuite", name=u.conversation_id, tests="1", failures="0", errors="1", skipped="0"
+    )
+    case = ET.SubElement(
+        suite, "testcase", name="scenario", classname=u.scenario or u.conversation_id
+    )
+    why = (
+        f"its scenario `{u.scenario}` is not loaded"
+        if u.scenario
+        else "no results file or metadata names its scenario"
+    )
     if u.did_you_mean:
         why += f"; did you mean `{u.did_you_mean}`?"
     ET.SubElement(case, "error", message=f"not judged: {why}", type="unmatched")
@@ -88,8 +105,9 @@ class JunitWriter:
         self.tests = self.failures = self.errors = 0
         directory = os.path.dirname(os.path.abspath(path))
         try:
-            fd, self._body_path = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-",
-                                                   dir=directory)
+            fd, self._body_path = tempfile.mkstemp(
+                prefix=f".{os.path.basename(path)}-", dir=directory
+            )
         except OSError as exc:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
         self._body: IO[bytes] | None = os.fdopen(fd, "w+b")
@@ -120,10 +138,15 @@ class JunitWriter:
             self._write(_unmatched_suite(u))
         body = self._body
         assert body is not None
-        root = ET.Element("testsuites", name=self.name, tests=str(self.tests),
-                          failures=str(self.failures), errors=str(self.errors))
+        root = ET.Element(
+            "testsuites",
+            name=self.name,
+            tests=str(self.tests),
+            failures=str(self.failures),
+            errors=str(self.errors),
+        )
         head = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-        opening = head[:head.rindex(b" />")] + b">\n"  # the empty element, opened
+        opening = head[: head.rindex(b" />")] + b">\n"  # the empty element, opened
         try:
             body.flush()
             body.seek(0)

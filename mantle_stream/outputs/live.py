@@ -112,11 +112,18 @@ class LiveSnapshot(msgspec.Struct, frozen=True):
 
 def decision_line(decision: Decision) -> str:
     """One plain line for a decided verdict (the non-terminal fallback)."""
-    where = ("" if decision.verdict == "skipped" else " at end" if decision.decided_at is None
-             else f" at seq {decision.decided_at}")
-    return (f"{_one_line(decision.conversation_id)}  #{decision.index} {decision.kind:<18} "
-            f"{decision.verdict.upper()}{where} (turn {decision.turn}): "
-            f"{_one_line(decision.reason)}")
+    where = (
+        ""
+        if decision.verdict == "skipped"
+        else " at end"
+        if decision.decided_at is None
+        else f" at seq {decision.decided_at}"
+    )
+    return (
+        f"{_one_line(decision.conversation_id)}  #{decision.index} {decision.kind:<18} "
+        f"{decision.verdict.upper()}{where} (turn {decision.turn}): "
+        f"{_one_line(decision.reason)}"
+    )
 
 
 def summary_line(snapshot: LiveSnapshot) -> str:
@@ -129,7 +136,8 @@ def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
     counts = _counts(snapshot)
     outcome = Text.assemble(
         _plural(len(snapshot.conversations) + sum(snapshot.omitted), "conversation") + ": ",
-        (f"{counts['passed']} passed", "green"), ", ",
+        (f"{counts['passed']} passed", "green"),
+        ", ",
         (f"{counts['failed']} failed", "bold red" if counts["failed"] else ""),
     )
     if counts["pending"]:
@@ -137,15 +145,22 @@ def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
     stopped = len(set(snapshot.stopped_early))
     if stopped:
         outcome.append(f" ({stopped} stopped early)", style=_STOP_STYLE)
-    clauses = [outcome, Text(
-        f"{_plural(snapshot.statistics.events, 'event')} in {max(snapshot.elapsed, 0.0):.1f} s "
-        f"({_rate(snapshot.events_per_second)} events/s)")]
+    clauses = [
+        outcome,
+        Text(
+            f"{_plural(snapshot.statistics.events, 'event')} in {max(snapshot.elapsed, 0.0):.1f} s "
+            f"({_rate(snapshot.events_per_second)} events/s)"
+        ),
+    ]
     if snapshot.bad_events:
-        clauses.append(Text(f"{_plural(snapshot.bad_events, 'bad event')} skipped",
-                            style="yellow"))
+        clauses.append(Text(f"{_plural(snapshot.bad_events, 'bad event')} skipped", style="yellow"))
     if snapshot.statistics.unmatched:
-        clauses.append(Text(f"{_plural(snapshot.statistics.unmatched, 'conversation')} "
-                            "not judged", style="yellow"))
+        clauses.append(
+            Text(
+                f"{_plural(snapshot.statistics.unmatched, 'conversation')} not judged",
+                style="yellow",
+            )
+        )
     return clauses
 
 
@@ -198,18 +213,33 @@ class LiveView:
         snap = self.snapshot
         width = options.max_width
         lines = _header_lines(snap, max(width - 4, 1))  # two borders, two cells of padding
-        title = Text.assemble(("mantle-stream watch", "bold"), " · ",
-                              ("finished", "bold") if snap.final else ("● live", "green"))
+        title = Text.assemble(
+            ("mantle-stream watch", "bold"),
+            " · ",
+            ("finished", "bold") if snap.final else ("● live", "green"),
+        )
         parts: list[RenderableType] = [
-            Panel(Group(*lines), title=title, title_align="left", box=box.ROUNDED,
-                  expand=True, border_style="dim"),
+            Panel(
+                Group(*lines),
+                title=title,
+                title_align="left",
+                box=box.ROUNDED,
+                expand=True,
+                border_style="dim",
+            ),
         ]
         footer: list[RenderableType] = []
         if snap.final:
             footer = [Text(""), *_flow(_summary_clauses(snap), width, "; ", ";")]
         if not snap.conversations:
-            parts.append(Text("no conversation was judged" if snap.final
-                              else "waiting for the first conversation…", style="dim"))
+            parts.append(
+                Text(
+                    "no conversation was judged"
+                    if snap.final
+                    else "waiting for the first conversation…",
+                    style="dim",
+                )
+            )
         elif len(snap.conversations) <= self.detail_limit:
             parts.extend(_details(snap, width))
         else:
@@ -280,8 +310,9 @@ def _flow(items: list[Text], width: int, sep: str = " · ", keep: str = "") -> l
 
 def _details(snap: LiveSnapshot, width: int) -> list[RenderableType]:
     stopped = set(snap.stopped_early)
-    facts = {conv.conversation_id: [_facts(a) for a in conv.assertions]
-             for conv in snap.conversations}
+    facts = {
+        conv.conversation_id: [_facts(a) for a in conv.assertions] for conv in snap.conversations
+    }
     every = [row for rows in facts.values() for row in rows]
     # One set of widths for every section, so columns line up down the screen; the
     # mark column is as wide as its widest mark, so nothing moves as verdicts land.
@@ -338,13 +369,22 @@ def _facts(a: AssertionResult) -> tuple[str, str, str, str]:
     """``#index``, kind, what decided it (``seq N`` or ``end``), the turn."""
     if a.verdict == "pending":
         return f"#{a.index}", a.kind, "", ""
-    return (f"#{a.index}", a.kind, "end" if a.decided_at is None else f"seq {a.decided_at}",
-            "" if a.turn is None else f"turn {a.turn}")
+    return (
+        f"#{a.index}",
+        a.kind,
+        "end" if a.decided_at is None else f"seq {a.decided_at}",
+        "" if a.turn is None else f"turn {a.turn}",
+    )
 
 
 def _heading(conv: ConversationResult, stopped: bool) -> Table:
-    left = Text.assemble(verdict_text(conv.verdict), "  ", literal(conv.conversation_id, "bold"),
-                         "  ", literal(conv.scenario or "—", "dim"))
+    left = Text.assemble(
+        verdict_text(conv.verdict),
+        "  ",
+        literal(conv.conversation_id, "bold"),
+        "  ",
+        literal(conv.scenario or "—", "dim"),
+    )
     right = Text.assemble(_count(conv.events, "event"), " · ", _count(conv.turns, "turn"))
     if stopped:
         right.append_text(Text.assemble(" · ", (f"{_STOP} stopped early", _STOP_STYLE)))
@@ -375,7 +415,7 @@ class _Clamped:
         width = max(options.max_width, 1)
         lines = list(self.text.wrap(console, width, overflow="fold"))
         if len(lines) > self.max_lines:
-            del lines[self.max_lines:]
+            del lines[self.max_lines :]
             last = lines[-1]
             last.rstrip()
             last.truncate(width - 1)
@@ -401,8 +441,11 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
     table.header_style = "bold"
     for name, column_width in columns.items():
         table.add_column(
-            "" if name == "mark" else name, width=column_width, no_wrap=True,
-            overflow="ellipsis", justify="right" if name == "events" else "left",
+            "" if name == "mark" else name,
+            width=column_width,
+            no_wrap=True,
+            overflow="ellipsis",
+            justify="right" if name == "events" else "left",
             style="dim" if name == "scenario" else "",
         )
     cells = min(max(len(c.assertions) for c in shown), STRIP_CELLS)
@@ -410,8 +453,12 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
         row: list[RenderableType] = []
         for name in columns:
             if name == "mark":
-                row.append(Text.assemble(_glyph(conv.verdict), (
-                    _STOP if conv.conversation_id in stopped else " ", _STOP_STYLE)))
+                row.append(
+                    Text.assemble(
+                        _glyph(conv.verdict),
+                        (_STOP if conv.conversation_id in stopped else " ", _STOP_STYLE),
+                    )
+                )
             elif name == "conversation":
                 row.append(literal(_middle(conv.conversation_id, columns[name])))
             elif name == "scenario":
@@ -419,8 +466,9 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
             elif name == "assertions":
                 progress = _strip(conv.assertions, cells)
                 if columns[name] > cells:  # room for the counts, right-aligned
-                    progress.append(_decided_of(conv).rjust(columns[name] - progress.cell_len),
-                                    style="dim")
+                    progress.append(
+                        _decided_of(conv).rjust(columns[name] - progress.cell_len), style="dim"
+                    )
                 row.append(progress)
             elif name == "events":
                 row.append(str(conv.events))
@@ -430,8 +478,11 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
     parts: list[RenderableType] = [table]
     if hidden:
         tally = _tally(c.verdict for c in hidden)
-        said = ", ".join(f"{tally[v]} {'running' if v == 'pending' else v}"
-                         for v in ("pending", "failed", "passed") if tally[v])
+        said = ", ".join(
+            f"{tally[v]} {'running' if v == 'pending' else v}"
+            for v in ("pending", "failed", "passed")
+            if tally[v]
+        )
         parts.append(Text(f"+{len(hidden)} more: {said}", style="dim"))
     return parts
 
@@ -463,8 +514,14 @@ def _compact_columns(shown: list[ConversationResult], width: int) -> dict[str, i
         longest = max(len(c.scenario or "—") for c in shown)
         scenario = min(longest, max(MIN_SCENARIO_WIDTH, (left() - 1) * 2 // 5))
     latest = max(left() - (scenario + 1 if scenario else 0), 8)
-    columns = {"mark": 2, "conversation": ident, "scenario": scenario,
-               "assertions": progress, "events": events, "latest": latest}
+    columns = {
+        "mark": 2,
+        "conversation": ident,
+        "scenario": scenario,
+        "assertions": progress,
+        "events": events,
+        "latest": latest,
+    }
     return {name: cells for name, cells in columns.items() if cells}
 
 
@@ -492,8 +549,9 @@ def _strip(assertions: tuple[AssertionResult, ...], cells: int) -> Text:
             passed = max(min(share, room - (rest > 0)), 1 if passed else 0)
             left = room - passed
             if rest:
-                skipped = min(max(int(left * skipped / rest + 0.5), 1 if skipped else 0),
-                              left - (pending > 0))
+                skipped = min(
+                    max(int(left * skipped / rest + 0.5), 1 if skipped else 0), left - (pending > 0)
+                )
             pending = left - skipped
     text = Text(no_wrap=True)
     text.append("✔" * passed, style="green")
@@ -529,7 +587,7 @@ def _middle(text: str, width: int) -> str:
     if len(text) <= width or width < 5:
         return text
     head = (width - 1) // 3
-    return f"{text[:head]}…{text[len(text) - (width - 1 - head):]}"
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head) :]}"
 
 
 def _decided(verdict: str, index: int, reason: str) -> Text:

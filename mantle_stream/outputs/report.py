@@ -120,25 +120,30 @@ class Report(msgspec.Struct, frozen=True, omit_defaults=True):
         return msgspec.json.format(msgspec.json.encode(self), indent=2)
 
 
-def report_conversation(result: ConversationResult,
-                        run: RecordedRun | None = None) -> ReportConversation:
+def report_conversation(
+    result: ConversationResult, run: RecordedRun | None = None
+) -> ReportConversation:
     """One judged conversation as the report lists it."""
     return ReportConversation(
         conversation_id=result.conversation_id,
         scenario=result.scenario,
         verdict=result.verdict,
         events=result.events,
-        assertions=[ReportAssertion(a.index, a.kind, a.verdict, a.decided_at, a.reason)
-                    for a in result.assertions],
-        recorded=None if run is None else Recorded(run.path, run.run_index,
-                                                   compare(result, run)),
-        started=result.started, duration=result.duration,
+        assertions=[
+            ReportAssertion(a.index, a.kind, a.verdict, a.decided_at, a.reason)
+            for a in result.assertions
+        ],
+        recorded=None if run is None else Recorded(run.path, run.run_index, compare(result, run)),
+        started=result.started,
+        duration=result.duration,
     )
 
 
-def build_report(evaluator: Evaluator,
-                 recorded: Mapping[str, RecordedRun] | None = None,
-                 refused: Mapping[str, int] | None = None) -> Report:
+def build_report(
+    evaluator: Evaluator,
+    recorded: Mapping[str, RecordedRun] | None = None,
+    refused: Mapping[str, int] | None = None,
+) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
 
     ``recorded`` (from :func:`~mantle_stream.core.recorded.load_results`) adds, per
@@ -147,21 +152,25 @@ def build_report(evaluator: Evaluator,
     reason (``Feed.rejected``).
     """
     recorded = recorded or {}
-    conversations = [report_conversation(r, recorded.get(r.conversation_id))
-                     for r in evaluator.results()]
+    conversations = [
+        report_conversation(r, recorded.get(r.conversation_id)) for r in evaluator.results()
+    ]
     unmatched = evaluator.unmatched()
     stats = evaluator.statistics()
     gone = evaluator.omitted()
-    warnings = Warnings(bad_events=stats.bad_events, duplicates=stats.duplicates,
-                        gaps=stats.gaps, late_events=stats.late_events,
-                        unknown_kinds=dict(evaluator.decoder.unknown),
-                        legacy_rows=dict(evaluator.decoder.legacy),
-                        other_scenario=evaluator.other_scenarios(),
-                        scenarios_without_assertions=[
-                            s.name for s in evaluator.scenarios if not s.assertions],
-                        refused_clients=dict(refused or {}),
-                        foreign_events=stats.foreign_events,
-                        unnamed_given_up=stats.unnamed_given_up)
+    warnings = Warnings(
+        bad_events=stats.bad_events,
+        duplicates=stats.duplicates,
+        gaps=stats.gaps,
+        late_events=stats.late_events,
+        unknown_kinds=dict(evaluator.decoder.unknown),
+        legacy_rows=dict(evaluator.decoder.legacy),
+        other_scenario=evaluator.other_scenarios(),
+        scenarios_without_assertions=[s.name for s in evaluator.scenarios if not s.assertions],
+        refused_clients=dict(refused or {}),
+        foreign_events=stats.foreign_events,
+        unnamed_given_up=stats.unnamed_given_up,
+    )
     return Report(
         conversations=conversations,
         summary=Summary(
@@ -170,15 +179,15 @@ def build_report(evaluator: Evaluator,
             failed=sum(1 for c in conversations if c.verdict == "failed") + gone["failed"],
             assertions=sum(len(c.assertions) for c in conversations) + gone["assertions"],
             unmatched=len(unmatched) + gone["unmatched"],
-            complete=not any(a.verdict == "pending" for c in conversations
-                             for a in c.assertions),
+            complete=not any(a.verdict == "pending" for c in conversations for a in c.assertions),
             skipped=sum(a.verdict == "skipped" for c in conversations for a in c.assertions)
             + gone["skipped"],
             errored=sum(a.verdict == "errored" for c in conversations for a in c.assertions)
             + gone["errored"],
             omitted=gone["conversations"] + gone["unmatched"],
-            recorded_differences=sum(len(c.recorded.differences) for c in conversations
-                                     if c.recorded is not None),
+            recorded_differences=sum(
+                len(c.recorded.differences) for c in conversations if c.recorded is not None
+            ),
         ),
         unmatched=unmatched,
         warnings=warnings if warnings != Warnings() else None,
@@ -190,8 +199,9 @@ def _count(n: int, noun: str) -> str:
 
 
 def _named(counts: dict[str, int]) -> str:
-    return ", ".join(f"`{name}` {n}" for name, n in sorted(counts.items(),
-                                                          key=lambda item: -item[1]))
+    return ", ".join(
+        f"`{name}` {n}" for name, n in sorted(counts.items(), key=lambda item: -item[1])
+    )
 
 
 #: Unmatched conversations listed one by one in a summary; the rest are counted.
@@ -204,41 +214,57 @@ def notes(report: Report) -> list[str]:
     lines = []
     pending = sum(a.verdict == "pending" for c in report.conversations for a in c.assertions)
     if report.summary.omitted:
-        lines.append(f"{_count(report.summary.omitted, 'finished conversation')} counted but "
-                     "not listed (only the most recent are kept; --jsonl and --junit have every "
-                     "verdict)")
+        lines.append(
+            f"{_count(report.summary.omitted, 'finished conversation')} counted but "
+            "not listed (only the most recent are kept; --jsonl and --junit have every "
+            "verdict)"
+        )
     if report.summary.errored:
-        lines.append(f"{_count(report.summary.errored, 'assertion')} could not be evaluated "
-                     "(errored; see the digest)")
+        lines.append(
+            f"{_count(report.summary.errored, 'assertion')} could not be evaluated "
+            "(errored; see the digest)"
+        )
     if not report.summary.complete:
-        lines.append(f"incomplete: {_count(pending, 'assertion')} still pending (the run "
-                     "stopped before its end)")
+        lines.append(
+            f"incomplete: {_count(pending, 'assertion')} still pending (the run "
+            "stopped before its end)"
+        )
     w = report.warnings or Warnings()
     for name in w.scenarios_without_assertions:
-        lines.append(f"scenario `{name}` has no assertions: every conversation judged "
-                     "against it passes")
+        lines.append(
+            f"scenario `{name}` has no assertions: every conversation judged against it passes"
+        )
     if w.other_scenario:
         n = sum(w.other_scenario.values())
-        lines.append(f"{_count(n, 'conversation')} name another scenario in their metadata "
-                     f"({_named(w.other_scenario)}) but were judged against the one loaded")
-    for count, what in ((w.bad_events, "bad event skipped"),
-                        (w.duplicates, "duplicate event skipped"),
-                        (w.late_events, "late event ignored (after its conversation ended, or "
-                                        "after its gap was given up on)"),
-                        (w.gaps, "gap in `sequence` given up on"),
-                        (w.foreign_events, "event refused: its conversation belongs to another "
-                                           "connection")):
+        lines.append(
+            f"{_count(n, 'conversation')} name another scenario in their metadata "
+            f"({_named(w.other_scenario)}) but were judged against the one loaded"
+        )
+    for count, what in (
+        (w.bad_events, "bad event skipped"),
+        (w.duplicates, "duplicate event skipped"),
+        (
+            w.late_events,
+            "late event ignored (after its conversation ended, or after its gap was given up on)",
+        ),
+        (w.gaps, "gap in `sequence` given up on"),
+        (w.foreign_events, "event refused: its conversation belongs to another connection"),
+    ):
         if count:
             noun, _, rest = what.partition(" ")
             lines.append(f"{_count(count, noun)} {rest}")
     if w.unnamed_given_up:
-        lines.append(f"{_count(w.unnamed_given_up, 'conversation')} named no scenario within "
-                     f"the first {MAX_UNNAMED_BUFFER:,} events or {MAX_UNNAMED_BYTES >> 20} MiB: "
-                     "not waited for any longer, those events not kept")
+        lines.append(
+            f"{_count(w.unnamed_given_up, 'conversation')} named no scenario within "
+            f"the first {MAX_UNNAMED_BUFFER:,} events or {MAX_UNNAMED_BYTES >> 20} MiB: "
+            "not waited for any longer, those events not kept"
+        )
     if w.unknown_kinds:
         n = sum(w.unknown_kinds.values())
-        lines.append(f"{_count(n, 'event')} of kinds this version does not know skipped "
-                     f"({_named(w.unknown_kinds)})")
+        lines.append(
+            f"{_count(n, 'event')} of kinds this version does not know skipped "
+            f"({_named(w.unknown_kinds)})"
+        )
     if w.refused_clients:
         n = sum(w.refused_clients.values())
         why = ", ".join(f"{reason} {count}" for reason, count in w.refused_clients.items())
@@ -252,8 +278,10 @@ def notes(report: Report) -> list[str]:
             if u.did_you_mean:
                 why += f"; did you mean `{u.did_you_mean}`?"
         else:
-            why = ("several scenarios are loaded and no --results file or metadata "
-                   "`scenario` names one")
+            why = (
+                "several scenarios are loaded and no --results file or metadata "
+                "`scenario` names one"
+            )
         lines.append(f"not judged: `{u.conversation_id}` ({_count(u.events, 'event')}): {why}")
     if len(report.unmatched) > MAX_LISTED:
         lines.append(f"not judged: {len(report.unmatched) - MAX_LISTED} more conversations")
@@ -266,8 +294,12 @@ def strict_problems(report: Report) -> list[str]:
     problems = []
     if report.unmatched:
         problems.append(_count(len(report.unmatched), "conversation") + " not judged")
-    for count, noun in ((w.bad_events, "bad event"), (w.late_events, "late event"),
-                        (w.gaps, "sequence gap"), (w.foreign_events, "foreign event")):
+    for count, noun in (
+        (w.bad_events, "bad event"),
+        (w.late_events, "late event"),
+        (w.gaps, "sequence gap"),
+        (w.foreign_events, "foreign event"),
+    ):
         if count:
             problems.append(_count(count, noun))
     if w.unknown_kinds:

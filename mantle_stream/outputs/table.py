@@ -18,9 +18,13 @@ from mantle_stream.outputs.report import Report, notes
 
 __all__ = ["MARKS", "MAX_DETAILED", "ReportTable", "failure_lines", "literal", "verdict_text"]
 
-MARKS = {"passed": ("✔ passed", "green"), "failed": ("✘ failed", "bold red"),
-         "pending": ("… pending", "yellow"), "skipped": ("- skipped", "dim"),
-         "errored": ("! errored", "magenta")}
+MARKS = {
+    "passed": ("✔ passed", "green"),
+    "failed": ("✘ failed", "bold red"),
+    "pending": ("… pending", "yellow"),
+    "skipped": ("- skipped", "dim"),
+    "errored": ("! errored", "magenta"),
+}
 
 
 def literal(text: str, style: str = "") -> Text:
@@ -45,25 +49,44 @@ def failure_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[Te
     """The failure digest: each failed or errored assertion with its whole reason, its
     deciding event and the assertion's ``file:line`` (when the scenario is known)."""
     where = {s.name: s for s in scenarios}
-    failed = [(conv, a) for conv in report.conversations for a in conv.assertions
-              if a.verdict in ("failed", "errored")]
+    failed = [
+        (conv, a)
+        for conv in report.conversations
+        for a in conv.assertions
+        if a.verdict in ("failed", "errored")
+    ]
     if not failed:
         return []
-    lines = [Text(f"{len(failed)} failed assertion{'' if len(failed) == 1 else 's'}:",
-                  style="bold red")]
+    lines = [
+        Text(f"{len(failed)} failed assertion{'' if len(failed) == 1 else 's'}:", style="bold red")
+    ]
     for conv, a in failed[:MAX_DIGEST]:
         scenario = where.get(conv.scenario or "")
         at = "at the end" if a.decided_at is None else f"at sequence {a.decided_at}"
         source = ""
         if scenario is not None and a.index < len(scenario.lines):
             source = f"{scenario.path}:{scenario.lines[a.index]}  "
-        lines.append(Text.assemble(
-            "  ", literal(source, "bold"), (f"#{a.index} {a.kind}", "cyan"), " ",
-            verdict_text(a.verdict), " ", at, " in ", literal(conv.conversation_id, "bold")))
+        lines.append(
+            Text.assemble(
+                "  ",
+                literal(source, "bold"),
+                (f"#{a.index} {a.kind}", "cyan"),
+                " ",
+                verdict_text(a.verdict),
+                " ",
+                at,
+                " in ",
+                literal(conv.conversation_id, "bold"),
+            )
+        )
         lines.append(Text.assemble("    ", literal(a.reason)))
     if len(failed) > MAX_DIGEST:
-        lines.append(Text(f"  +{len(failed) - MAX_DIGEST} more (every one is in --format json "
-                          "and --jsonl)", style="dim"))
+        lines.append(
+            Text(
+                f"  +{len(failed) - MAX_DIGEST} more (every one is in --format json and --jsonl)",
+                style="dim",
+            )
+        )
     return lines
 
 
@@ -85,15 +108,22 @@ class ReportTable:
         if digest:
             parts.extend([Text(""), *digest, Text("")])
         s = self.report.summary
-        parts.append(Text.assemble(
-            f"{s.conversations} conversation{'' if s.conversations == 1 else 's'}: ",
-            (f"{s.passed} passed", "green"), ", ",
-            (f"{s.failed} failed", "bold red" if s.failed else ""),
-            f"; {s.assertions} assertions",
-            f", {s.skipped} skipped (stopped early)" if s.skipped else "",
-            (f"; {s.recorded_differences} differ from evaluate_agent's recorded verdicts"
-             if s.recorded_differences else "", "yellow"),
-        ))
+        parts.append(
+            Text.assemble(
+                f"{s.conversations} conversation{'' if s.conversations == 1 else 's'}: ",
+                (f"{s.passed} passed", "green"),
+                ", ",
+                (f"{s.failed} failed", "bold red" if s.failed else ""),
+                f"; {s.assertions} assertions",
+                f", {s.skipped} skipped (stopped early)" if s.skipped else "",
+                (
+                    f"; {s.recorded_differences} differ from evaluate_agent's recorded verdicts"
+                    if s.recorded_differences
+                    else "",
+                    "yellow",
+                ),
+            )
+        )
         parts.extend(Text(line, style="yellow") for line in notes(self.report))
         yield Group(*parts)
 
@@ -109,19 +139,29 @@ class ReportTable:
         for name in ("scenario", "conversations", "passed", "failed", "failed assertions"):
             table.add_column(name, justify="left" if name == "scenario" else "right")
         for name, (total, passed, failed, assertions) in rows.items():
-            table.add_row(literal(name), str(total), Text(str(passed), style="green"),
-                          Text(str(failed), style="bold red" if failed else ""),
-                          str(assertions))
+            table.add_row(
+                literal(name),
+                str(total),
+                Text(str(passed), style="green"),
+                Text(str(failed), style="bold red" if failed else ""),
+                str(assertions),
+            )
         return table
 
     def _by_conversation(self) -> list[Table | Text]:
         parts: list[Table | Text] = []
         for conv in self.report.conversations:
             table = Table(
-                title=Text.assemble(literal(conv.conversation_id, "bold"), "  ",
-                                    literal(conv.scenario or "", "dim"), "  ",
-                                    verdict_text(conv.verdict)),
-                title_justify="left", expand=False, show_edge=True,
+                title=Text.assemble(
+                    literal(conv.conversation_id, "bold"),
+                    "  ",
+                    literal(conv.scenario or "", "dim"),
+                    "  ",
+                    verdict_text(conv.verdict),
+                ),
+                title_justify="left",
+                expand=False,
+                show_edge=True,
             )
             table.add_column("#", justify="right", no_wrap=True)
             table.add_column("assertion", no_wrap=True)
@@ -129,15 +169,25 @@ class ReportTable:
             table.add_column("at", justify="right", no_wrap=True)
             table.add_column("reason", overflow="fold")
             for a in conv.assertions:
-                at = "—" if a.verdict in ("skipped", "pending") else \
-                    "end" if a.decided_at is None else str(a.decided_at)
-                table.add_row(str(a.index), literal(a.kind), verdict_text(a.verdict), at,
-                              literal(a.reason))
+                at = (
+                    "—"
+                    if a.verdict in ("skipped", "pending")
+                    else "end"
+                    if a.decided_at is None
+                    else str(a.decided_at)
+                )
+                table.add_row(
+                    str(a.index), literal(a.kind), verdict_text(a.verdict), at, literal(a.reason)
+                )
             parts.append(table)
             if conv.recorded is not None:
                 for d in conv.recorded.differences:
-                    parts.append(literal(
-                        f"  #{d.index} {d.kind}: {d.verdict} here, {d.recorded} in "
-                        f"evaluate_agent's {conv.recorded.file} (see Divergences in "
-                        "docs/semantics.md)", "yellow"))
+                    parts.append(
+                        literal(
+                            f"  #{d.index} {d.kind}: {d.verdict} here, {d.recorded} in "
+                            f"evaluate_agent's {conv.recorded.file} (see Divergences in "
+                            "docs/semantics.md)",
+                            "yellow",
+                        )
+                    )
         return parts

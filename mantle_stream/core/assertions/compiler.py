@@ -64,8 +64,11 @@ _ROUTE_KEY: dict[type[ev.Payload], Any] = {
     ev.ToolExecuted: "tool_name",
     ev.MemorySet: "key",
     ev.MemoryCleared: "key",
-    **{cls: "skill_id" for cls in ev.PAYLOAD_TYPES.values()
-       if issubclass(cls, (ev.SkillEvent, ev.OrderedBlockEvent))},
+    **{
+        cls: "skill_id"
+        for cls in ev.PAYLOAD_TYPES.values()
+        if issubclass(cls, (ev.SkillEvent, ev.OrderedBlockEvent))
+    },
 }
 _KIND_TYPE = {cls.kind: cls for cls in ev.PAYLOAD_TYPES.values()}
 
@@ -76,11 +79,21 @@ RouteEntry = tuple["Callable[[Any], str] | None", dict[str, tuple[int, ...]], tu
 class Plan:
     """A compiled scenario: shared, immutable after construction."""
 
-    __slots__ = ("factories", "fresh_failures", "fresh_reasons", "fresh_states",
-                 "fresh_verdicts", "kinds", "routes", "scenario", "untouched")
+    __slots__ = (
+        "factories",
+        "fresh_failures",
+        "fresh_reasons",
+        "fresh_states",
+        "fresh_verdicts",
+        "kinds",
+        "routes",
+        "scenario",
+        "untouched",
+    )
 
-    def __init__(self, scenario: Scenario,
-                 compiled: list[tuple[type[Machine], Any, set[Route]]]) -> None:
+    def __init__(
+        self, scenario: Scenario, compiled: list[tuple[type[Machine], Any, set[Route]]]
+    ) -> None:
         self.scenario = scenario
         self.kinds = tuple(a.kind for a in scenario.assertions)
         self.factories = tuple((cls, plan) for cls, plan, _ in compiled)
@@ -90,7 +103,8 @@ class Plan:
         fresh = [cls(plan) for cls, plan in self.factories]
         outcomes = [m.finish() for m in fresh]
         self.fresh_verdicts: tuple[Verdict, ...] = tuple(
-            "passed" if passed else "failed" for passed, _ in outcomes)
+            "passed" if passed else "failed" for passed, _ in outcomes
+        )
         self.fresh_reasons = tuple(reason.translate(CONTROL_ESCAPES) for _, reason in outcomes)
         self.fresh_failures = tuple(i for i, (passed, _) in enumerate(outcomes) if not passed)
         self.fresh_states = tuple(m.state() for m in fresh)
@@ -125,8 +139,9 @@ def _route_table(per_assertion: list[set[Route]]) -> dict[type[ev.Payload], Rout
     return table
 
 
-def compile_assertion(assertion: Assertion, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT
-                      ) -> tuple[type[Machine], Any, set[Route]]:
+def compile_assertion(
+    assertion: Assertion, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT
+) -> tuple[type[Machine], Any, set[Route]]:
     """The machine class, its plan and its routes for one assertion."""
     if isinstance(assertion, (LifecycleCheck, ToolExecutedCheck)):
         matcher = matcher_for(assertion)
@@ -138,13 +153,16 @@ def compile_assertion(assertion: Assertion, *, regex_timeout: float = DEFAULT_RE
     if isinstance(assertion, MemoryCheck):
         if assertion.kind == "memory_was_not_set":
             entries = [(e.name, e.has_value, e.value) for e in assertion.entries]
-            return (MemoryNotSet, MemoryNotSetPlan(entries),
-                    {("memory_set", e.name) for e in assertion.entries})
+            return (
+                MemoryNotSet,
+                MemoryNotSetPlan(entries),
+                {("memory_set", e.name) for e in assertion.entries},
+            )
         event_kind = "memory_set" if assertion.kind == "memory_was_set" else "memory_cleared"
-        matchers = [MemoryMatcher(event_kind, e.name, e.has_value, e.value)
-                    for e in assertion.entries]
-        return MemoryAll, MemoryAllPlan(matchers), {(event_kind, e.name)
-                                                    for e in assertion.entries}
+        matchers = [
+            MemoryMatcher(event_kind, e.name, e.has_value, e.value) for e in assertion.entries
+        ]
+        return MemoryAll, MemoryAllPlan(matchers), {(event_kind, e.name) for e in assertion.entries}
     if isinstance(assertion, SequencingCheck):
         steps: list[Matcher] = [matcher_for(step) for step in assertion.steps]
         return Sequence, SequencePlan(steps), {r for m in steps for r in m.routes}
@@ -155,14 +173,17 @@ def compile_assertion(assertion: Assertion, *, regex_timeout: float = DEFAULT_RE
             routes |= {r for m in calls for r in m.routes}
         else:
             routes.add(("tool_executed", None))  # every counted run matters
-        return (ToolWindow, ToolWindowPlan(calls, assertion.ordered, assertion.allow_extra_calls),
-                routes)
+        return (
+            ToolWindow,
+            ToolWindowPlan(calls, assertion.ordered, assertion.allow_extra_calls),
+            routes,
+        )
     raise TypeError(f"unknown assertion {assertion!r}")
 
 
-def compile_scenario(scenario: Scenario, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT
-                     ) -> Plan:
+def compile_scenario(scenario: Scenario, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT) -> Plan:
     """Compile every assertion of a scenario (``regex_timeout``: seconds one
     ``text_matches`` search may take on one message)."""
-    return Plan(scenario, [compile_assertion(a, regex_timeout=regex_timeout)
-                           for a in scenario.assertions])
+    return Plan(
+        scenario, [compile_assertion(a, regex_timeout=regex_timeout) for a in scenario.assertions]
+    )

@@ -216,8 +216,7 @@ class MemoryAll(Machine):
         return matcher.near_miss(payload, value)
 
     def finish(self) -> Outcome:
-        missing = [m.never() for i, m in enumerate(self.plan.matchers)
-                   if not self.done & (1 << i)]
+        missing = [m.never() for i, m in enumerate(self.plan.matchers) if not self.done & (1 << i)]
         return False, _with_near("; ".join(missing), self._near_text())
 
     def state(self) -> list[Any]:
@@ -261,8 +260,11 @@ class MemoryNotSet(Machine):
         return None
 
     def finish(self) -> Outcome:
-        bad = [(name, value) for i, (name, has_value, value) in enumerate(self.plan.entries)
-               if has_value and self.last_equal & (1 << i)]
+        bad = [
+            (name, value)
+            for i, (name, has_value, value) in enumerate(self.plan.entries)
+            if has_value and self.last_equal & (1 << i)
+        ]
         if bad:
             name, value = bad[0]
             return False, f"the last write of memory `{name}` was {fmt_value(value)}"
@@ -305,8 +307,10 @@ class Sequence(Machine):
         matchers = self.plan.matchers
         done = self.cursor
         after = f" after step {done}" if done else ""
-        return False, (f"step {done + 1} of {len(matchers)} never happened{after}: expected "
-                       f"{matchers[done].describe()}")
+        return False, (
+            f"step {done + 1} of {len(matchers)} never happened{after}: expected "
+            f"{matchers[done].describe()}"
+        )
 
     def state(self) -> list[Any]:
         return [self.cursor]
@@ -433,8 +437,11 @@ class ToolWindow(Machine):
     def _close_turn(self) -> None:
         """Remember how close this turn came, then start an empty one."""
         best = self.best
-        if best is None or self.matched > best[0] or (
-                self.matched == best[0] and best[2] is None and self.broken is not None):
+        if (
+            best is None
+            or self.matched > best[0]
+            or (self.matched == best[0] and best[2] is None and self.broken is not None)
+        ):
             self.best = (self.matched, self.turn, self.broken)
         self.runs = 0
         self.matched = 0
@@ -462,8 +469,14 @@ class ToolWindow(Machine):
 
     def state(self) -> list[Any]:
         best = None if self.best is None else [self.best[0], self.best[1], _why(self.best[2])]
-        return [self.turn, self.runs, self.matched, _why(self.broken),
-                None if self.slots is None else list(self.slots), best]
+        return [
+            self.turn,
+            self.runs,
+            self.matched,
+            _why(self.broken),
+            None if self.slots is None else list(self.slots),
+            best,
+        ]
 
     def restore(self, state: list[Any]) -> None:
         self.turn, self.runs, self.matched, self.broken, slots, best = state

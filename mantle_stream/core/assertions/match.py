@@ -68,8 +68,14 @@ def fmt_value(value: Any) -> str:
     text = _encode(value).decode()
     if len(text) > 60:
         text = text[:59] + "…"
-    kind = {bool: "boolean", int: "integer", float: "number", str: "string",
-            list: "list", dict: "object"}.get(type(value), type(value).__name__)
+    kind = {
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        list: "list",
+        dict: "object",
+    }.get(type(value), type(value).__name__)
     return f"`{text}` ({kind})"
 
 
@@ -93,8 +99,6 @@ class Matcher:
     def near_miss(self, payload: Payload, value: Any) -> str | None:
         """Why a routed event did not match, or None when it is unrelated."""
         return None
-
-
 
 
 class LifecycleMatcher(Matcher):
@@ -142,8 +146,7 @@ class LifecycleMatcher(Matcher):
             return f"block `{block_id}` was {self.verb}, not `{self.block_id}`"
         step = getattr(payload, "step_id", None)
         if self.step_id is not None and step != self.step_id:
-            return f"it was {self.verb} at step `{step}`, expected " \
-                   f"`{self.step_id}`"
+            return f"it was {self.verb} at step `{step}`, expected `{self.step_id}`"
         return None
 
 
@@ -152,8 +155,9 @@ class MemoryMatcher(Matcher):
 
     __slots__ = ("event_kind", "has_value", "name", "value")
 
-    def __init__(self, event_kind: str, name: str, has_value: bool = False,
-                 value: Any = None) -> None:
+    def __init__(
+        self, event_kind: str, name: str, has_value: bool = False, value: Any = None
+    ) -> None:
         self.event_kind = event_kind
         self.name = name
         self.has_value = has_value
@@ -181,14 +185,15 @@ class MemoryMatcher(Matcher):
 
     def near_miss(self, payload: Payload, value: Any) -> str | None:
         if self.has_value and isinstance(payload, MemorySet) and payload.key == self.name:
-            return f"memory `{self.name}` was set to {fmt_value(value)}, expected " \
-                   f"{fmt_value(self.value)}"
+            return (
+                f"memory `{self.name}` was set to {fmt_value(value)}, expected "
+                f"{fmt_value(self.value)}"
+            )
         return None
 
 
 class ToolMatcher(Matcher):
-    __slots__ = ("arguments", "call", "is_error", "mcp_server", "skill_id", "source",
-                 "tool_name")
+    __slots__ = ("arguments", "call", "is_error", "mcp_server", "skill_id", "source", "tool_name")
 
     def __init__(self, call: ToolCall) -> None:
         self.call = call
@@ -229,8 +234,10 @@ class ToolMatcher(Matcher):
 
     def never(self) -> str:
         return f"{self._name()} never ran" + (
-            " as specified" if self.skill_id or self.is_error is not None or self.arguments
-            or self.source == "mcp" else "")
+            " as specified"
+            if self.skill_id or self.is_error is not None or self.arguments or self.source == "mcp"
+            else ""
+        )
 
     def near_miss(self, payload: Payload, value: Any) -> str | None:
         p: ToolExecuted = payload  # type: ignore[assignment]
@@ -249,8 +256,10 @@ class ToolMatcher(Matcher):
             if key not in arguments:
                 return f"{name} ran without argument `{key}`, expected {fmt_value(expected)}"
             if not strict_equal(arguments[key], expected):
-                return f"{name} ran with {key}={fmt_value(arguments[key])}, expected " \
-                       f"{fmt_value(expected)}"
+                return (
+                    f"{name} ran with {key}={fmt_value(arguments[key])}, expected "
+                    f"{fmt_value(expected)}"
+                )
         skill = metadata_field(metadata, "skill_id")
         if self.skill_id is not None and skill != self.skill_id:
             if skill is None:
@@ -333,8 +342,9 @@ def _repeated_group(pattern: str, *, alternation: bool) -> bool:
 
 def _unbounded_at(pattern: str, i: int) -> bool:
     """A quantifier without an upper bound starts at ``pattern[i]``."""
-    return i < len(pattern) and (pattern[i] in "*+" or re.match(r"\{\d*,\}", pattern[i:])
-                                 is not None)
+    return i < len(pattern) and (
+        pattern[i] in "*+" or re.match(r"\{\d*,\}", pattern[i:]) is not None
+    )
 
 
 class BotMatcher(Matcher):
@@ -359,8 +369,7 @@ class BotMatcher(Matcher):
         self.bounded: Any = None if text is None else compile_pattern(text)
         self.risky = text is not None and may_backtrack(text)
         self.buttons = (
-            None if check.buttons is None
-            else tuple((b.title, b.payload) for b in check.buttons)
+            None if check.buttons is None else tuple((b.title, b.payload) for b in check.buttons)
         )
         # A check naming a response is only shown messages rendered from it.
         self.routes = (("bot", check.utter_name),)
@@ -380,13 +389,17 @@ class BotMatcher(Matcher):
                 found = self.pattern.search(text)
             else:
                 try:
-                    found = (self.bounded.search(text, timeout=self.timeout)
-                             if type(self.bounded) is not re.Pattern
-                             else self.bounded.search(text))
+                    found = (
+                        self.bounded.search(text, timeout=self.timeout)
+                        if type(self.bounded) is not re.Pattern
+                        else self.bounded.search(text)
+                    )
                 except TimeoutError:
-                    raise MatchTimeout(f"`text_matches` `{self.pattern.pattern}` ran out of its "
-                                       f"{self.timeout:g} s on a message of {len(text)} "
-                                       "characters (catastrophic backtracking?)") from None
+                    raise MatchTimeout(
+                        f"`text_matches` `{self.pattern.pattern}` ran out of its "
+                        f"{self.timeout:g} s on a message of {len(text)} "
+                        "characters (catastrophic backtracking?)"
+                    ) from None
             if found is None:
                 return False
         if self.buttons is not None:
@@ -396,7 +409,8 @@ class BotMatcher(Matcher):
             if len(carried) < len(self.buttons):
                 return False
             for (title, button_payload), (want_title, want_payload) in zip(
-                    carried, self.buttons, strict=False):
+                carried, self.buttons, strict=False
+            ):
                 if title != want_title:
                     return False
                 if want_payload is not None and button_payload != want_payload:
@@ -410,8 +424,11 @@ class BotMatcher(Matcher):
         if self.pattern is not None:
             parts.append(f"text matching `{self.pattern.pattern}`")
         if self.buttons is not None:
-            parts.append("buttons " + ", ".join(f"`{t}`" for t, _ in self.buttons)
-                         if self.buttons else "any buttons")
+            parts.append(
+                "buttons " + ", ".join(f"`{t}`" for t, _ in self.buttons)
+                if self.buttons
+                else "any buttons"
+            )
         return "agent message with " + " and ".join(parts)
 
     def never(self) -> str:
@@ -428,4 +445,3 @@ def matcher_for(step: Step) -> Matcher:
         event_kind = "memory_set" if step.kind == "memory_was_set" else "memory_cleared"
         return MemoryMatcher(event_kind, step.name)
     raise TypeError(f"not a single-event check: {step!r}")
-

@@ -52,8 +52,13 @@ from mantle_stream.core.verdicts import (
     Verdict,
 )
 
-__all__ = ["DEFAULT_REORDER_WINDOW", "Checkpoint", "ConversationState", "Evaluator",
-           "UnmatchedConversation"]
+__all__ = [
+    "DEFAULT_REORDER_WINDOW",
+    "Checkpoint",
+    "ConversationState",
+    "Evaluator",
+    "UnmatchedConversation",
+]
 
 #: Events, and their bytes (as JSON), kept for a conversation that has not yet
 #: named its scenario; beyond either it is given up on (``unnamed_given_up``).
@@ -69,7 +74,6 @@ MAX_SEQUENCE_JUMP = 100_000
 MAX_TOMBSTONES = 100_000
 #: Given-up gaps remembered per conversation, to tell late events from duplicates.
 RECENT_GAPS = 16
-
 
 
 class UnmatchedConversation(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -155,11 +159,14 @@ def _value_of(payload: Payload) -> Any:
     if type(payload) is MemorySet:
         return parse_json_value(payload.value_json, "`memory_set.value_json`")
     tool: ToolExecuted = payload  # type: ignore[assignment]
-    value = parse_json_value(tool.arguments_json or "{}",  # None or "": no arguments
-                             "`tool_executed.arguments_json`")
+    value = parse_json_value(
+        tool.arguments_json or "{}",  # None or "": no arguments
+        "`tool_executed.arguments_json`",
+    )
     if type(value) is not dict:
-        raise EventError("`tool_executed.arguments_json` must hold a JSON object, got "
-                         f"{type(value).__name__}")
+        raise EventError(
+            f"`tool_executed.arguments_json` must hold a JSON object, got {type(value).__name__}"
+        )
     return value
 
 
@@ -195,10 +202,35 @@ class _LineFinder:
 
 
 class _Conversation:
-    __slots__ = ("armed", "buffer", "buffered", "cid", "events", "failed", "finished", "first_time",
-                 "gave_up", "held", "last_seq", "last_time", "late_max", "machines", "max_seen",
-                 "owner", "pending", "plan", "recent_ids", "replay_late", "replay_unsequenced",
-                 "replay_upto", "requested", "results", "stopped", "turn", "unsequenced")
+    __slots__ = (
+        "armed",
+        "buffer",
+        "buffered",
+        "cid",
+        "events",
+        "failed",
+        "finished",
+        "first_time",
+        "gave_up",
+        "held",
+        "last_seq",
+        "last_time",
+        "late_max",
+        "machines",
+        "max_seen",
+        "owner",
+        "pending",
+        "plan",
+        "recent_ids",
+        "replay_late",
+        "replay_unsequenced",
+        "replay_upto",
+        "requested",
+        "results",
+        "stopped",
+        "turn",
+        "unsequenced",
+    )
 
     def __init__(self, cid: str, plan: Plan | None) -> None:
         self.cid = cid
@@ -251,11 +283,16 @@ class Evaluator:
     stem is ``"scenario"`` in the envelope metadata of its events.
     """
 
-    def __init__(self, scenarios: Scenario | Iterable[Scenario], *,
-                 source: str = "<events>", reorder_window: int = DEFAULT_REORDER_WINDOW,
-                 assignments: Mapping[str, str] | None = None,
-                 regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
-                 keep_finished: int | None = None) -> None:
+    def __init__(
+        self,
+        scenarios: Scenario | Iterable[Scenario],
+        *,
+        source: str = "<events>",
+        reorder_window: int = DEFAULT_REORDER_WINDOW,
+        assignments: Mapping[str, str] | None = None,
+        regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
+        keep_finished: int | None = None,
+    ) -> None:
         if reorder_window < 0:
             raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
         if keep_finished is not None and keep_finished < 0:
@@ -266,16 +303,22 @@ class Evaluator:
         self.keep_finished = keep_finished
         # Called with each finished conversation as it is let go of, so a sink that
         # needs every conversation (JUnit) can write it out before it leaves memory.
-        self.on_let_go: Callable[[ConversationResult | UnmatchedConversation], None] | None \
-            = None
+        self.on_let_go: Callable[[ConversationResult | UnmatchedConversation], None] | None = None
         self._finished_order: deque[str] = deque()
         # Ids of conversations let go (late if seen again), oldest first in the
         # deque. (A dict used as a queue would rescan the deleted slots at its
         # front on every eviction: quadratic over a long run.)
         self._tombstones: set[str] = set()
         self._tombstone_order: deque[str] = deque()
-        self._omitted = {"conversations": 0, "passed": 0, "failed": 0, "assertions": 0,
-                         "skipped": 0, "errored": 0, "unmatched": 0}
+        self._omitted = {
+            "conversations": 0,
+            "passed": 0,
+            "failed": 0,
+            "assertions": 0,
+            "skipped": 0,
+            "errored": 0,
+            "unmatched": 0,
+        }
         self.reorder_window = reorder_window
         if isinstance(scenarios, Scenario):
             scenarios = [scenarios]
@@ -290,7 +333,8 @@ class Evaluator:
                     raise UsageError(
                         f"`{name}` names two scenarios ({other.scenario.path} and "
                         f"{plan.scenario.path}): a results folder or metadata could not tell "
-                        "them apart; rename one (its `name`, or its file)")
+                        "them apart; rename one (its `name`, or its file)"
+                    )
                 self._by_name[name] = plan
         self._single = self._plans[0] if len(self._plans) == 1 else None
         self._named_other: dict[str, int] = {}  # see other_scenarios()
@@ -349,14 +393,21 @@ class Evaluator:
             try:
                 line = line.encode()
             except UnicodeEncodeError as exc:
-                raise EventError(f"not valid text ({exc.reason})", source=self._decoder.source,
-                                 line=self._line) from None
+                raise EventError(
+                    f"not valid text ({exc.reason})", source=self._decoder.source, line=self._line
+                ) from None
         out: list[Decision] = []
         self._push_line(line.rstrip(b"\r\n"), self._line, out)
         return out
 
-    def _push_line(self, line: bytes, line_no: int, out: list[Decision],
-                   stop_at_failure: bool = False, owner: object = None) -> None:
+    def _push_line(
+        self,
+        line: bytes,
+        line_no: int,
+        out: list[Decision],
+        stop_at_failure: bool = False,
+        owner: object = None,
+    ) -> None:
         """Decode and apply one line on its own (exact line numbers in errors)."""
         try:
             event = self._decoder.decode_raw(line, line_no)
@@ -369,10 +420,16 @@ class Evaluator:
         except _Irregular as irregular:
             raise self._locate(irregular.error, line_no, line) from None
 
-    def push_chunk(self, chunk: bytes, *, stop_at_failure: bool = False,
-                   on_bad: Callable[[EventError], object] | None = None,
-                   first_line: int | None = None, source: str | None = None,
-                   owner: object = None) -> list[Decision]:
+    def push_chunk(
+        self,
+        chunk: bytes,
+        *,
+        stop_at_failure: bool = False,
+        on_bad: Callable[[EventError], object] | None = None,
+        first_line: int | None = None,
+        source: str | None = None,
+        owner: object = None,
+    ) -> list[Decision]:
         """Apply a chunk of complete JSON lines (the fast path for files and sockets).
 
         The chunk must end at a line boundary; a trailing partial line is
@@ -415,22 +472,30 @@ class Evaluator:
         split: list[bytes] | None = None
         while True:
             try:
-                self._run(events[start:] if start else events, out, stop_at_failure, chunk,
-                          first, start, owner=owner)
+                self._run(
+                    events[start:] if start else events,
+                    out,
+                    stop_at_failure,
+                    chunk,
+                    first,
+                    start,
+                    owner=owner,
+                )
                 return out
             except _Irregular as irregular:
                 position = start + irregular.position
                 if split is None:
                     split = chunk.split(b"\n")
-                self._bad_event(self._locate(irregular.error, first + position,
-                                             split[position]), on_bad, out)
+                self._bad_event(
+                    self._locate(irregular.error, first + position, split[position]), on_bad, out
+                )
                 start = position + 1
                 if stop_at_failure and self._failed_now(out):
                     return out
 
-    def _bad_event(self, error: EventError,
-                   on_bad: Callable[[EventError], object] | None,
-                   out: list[Decision]) -> None:
+    def _bad_event(
+        self, error: EventError, on_bad: Callable[[EventError], object] | None, out: list[Decision]
+    ) -> None:
         if on_bad is None:
             error.decisions = out  # made by the events before it: not to be lost
             raise error
@@ -441,9 +506,12 @@ class Evaluator:
         source = self._source or self._decoder.source
         if exc.line is not None and exc.source == source:
             return exc
-        return EventError(exc.message, source=source,
-                          line=exc.line if exc.line is not None else line_no,
-                          excerpt=exc.excerpt or excerpt(line))
+        return EventError(
+            exc.message,
+            source=source,
+            line=exc.line if exc.line is not None else line_no,
+            excerpt=exc.excerpt or excerpt(line),
+        )
 
     def release_held(self, conversation_id: str | None = None) -> list[Decision]:
         """Apply the events waiting in reorder windows, giving up on their gaps.
@@ -487,9 +555,17 @@ class Evaluator:
 
     # ------------------------------------------------------------------ core
 
-    def _run(self, events: list[Event], out: list[Decision], stop_at_failure: bool = False,
-             chunk: bytes | None = None, first: int = 1, offset: int = 0,
-             known: Payload | None = None, owner: object = None) -> None:
+    def _run(
+        self,
+        events: list[Event],
+        out: list[Decision],
+        stop_at_failure: bool = False,
+        chunk: bytes | None = None,
+        first: int = 1,
+        offset: int = 0,
+        known: Payload | None = None,
+        owner: object = None,
+    ) -> None:
         """Apply events in order: the hot path, kept in one function on purpose.
 
         Every event of every source passes through this loop, so routing is
@@ -514,28 +590,61 @@ class Evaluator:
                 # Exactly one payload: single_payload() inlined (see _events for
                 # why two chains; the tests check both copies agree).
                 payload: Any = (
-                    event.stack or event.action or event.bot or event.user
-                    or event.tool_executed or event.memory_set or event.bot_turn_ended
-                    or event.memory_cleared or event.skill_activated or event.skill_completed
-                    or event.skill_interrupted or event.skill_resumed or event.skill_cancelled
-                    or event.ordered_block_entered or event.ordered_block_completed
-                    or event.ordered_block_interrupted or event.ordered_block_resumed
-                    or event.ordered_block_cancelled or event.session_started
-                    or event.session_ended or event.inactive or event.user_barge_in
-                    or event.tts_finished or event.user_silence_timeout
-                    or event.user_input_suppressed or event.unsupported_request_classified)
+                    event.stack
+                    or event.action
+                    or event.bot
+                    or event.user
+                    or event.tool_executed
+                    or event.memory_set
+                    or event.bot_turn_ended
+                    or event.memory_cleared
+                    or event.skill_activated
+                    or event.skill_completed
+                    or event.skill_interrupted
+                    or event.skill_resumed
+                    or event.skill_cancelled
+                    or event.ordered_block_entered
+                    or event.ordered_block_completed
+                    or event.ordered_block_interrupted
+                    or event.ordered_block_resumed
+                    or event.ordered_block_cancelled
+                    or event.session_started
+                    or event.session_ended
+                    or event.inactive
+                    or event.user_barge_in
+                    or event.tts_finished
+                    or event.user_silence_timeout
+                    or event.user_input_suppressed
+                    or event.unsupported_request_classified
+                )
                 if payload is None or payload is not (
-                        event.unsupported_request_classified or event.user_input_suppressed
-                        or event.user_silence_timeout or event.tts_finished
-                        or event.user_barge_in or event.inactive or event.session_ended
-                        or event.session_started or event.ordered_block_cancelled
-                        or event.ordered_block_resumed or event.ordered_block_interrupted
-                        or event.ordered_block_completed or event.ordered_block_entered
-                        or event.skill_cancelled or event.skill_resumed
-                        or event.skill_interrupted or event.skill_completed
-                        or event.skill_activated or event.memory_cleared
-                        or event.bot_turn_ended or event.memory_set or event.tool_executed
-                        or event.user or event.bot or event.action or event.stack):
+                    event.unsupported_request_classified
+                    or event.user_input_suppressed
+                    or event.user_silence_timeout
+                    or event.tts_finished
+                    or event.user_barge_in
+                    or event.inactive
+                    or event.session_ended
+                    or event.session_started
+                    or event.ordered_block_cancelled
+                    or event.ordered_block_resumed
+                    or event.ordered_block_interrupted
+                    or event.ordered_block_completed
+                    or event.ordered_block_entered
+                    or event.skill_cancelled
+                    or event.skill_resumed
+                    or event.skill_interrupted
+                    or event.skill_completed
+                    or event.skill_activated
+                    or event.memory_cleared
+                    or event.bot_turn_ended
+                    or event.memory_set
+                    or event.tool_executed
+                    or event.user
+                    or event.bot
+                    or event.action
+                    or event.stack
+                ):
                     # Not exactly one payload field: a flat event, a newer kind, or
                     # a bad event. Decode its line again on its own.
                     if known is not None:
@@ -549,8 +658,11 @@ class Evaluator:
                             if lines is None:
                                 lines = _LineFinder(chunk)  # type: ignore[arg-type]
                             event, payload = decoder.classify(
-                                event, lines.line(offset + position),
-                                first + offset + position, payload is None)
+                                event,
+                                lines.line(offset + position),
+                                first + offset + position,
+                                payload is None,
+                            )
                         except EventError as exc:
                             raise _Irregular(exc, position) from None
                 elif not event.conversation_id:
@@ -618,10 +730,14 @@ class Evaluator:
                         if conv.max_seen >= 0 and seq - conv.max_seen > MAX_SEQUENCE_JUMP:
                             # A typo of 10**12 would otherwise become the high-water
                             # mark and make every later event a duplicate.
-                            raise _Irregular(EventError(
-                                f"`sequence` {seq} is more than {MAX_SEQUENCE_JUMP:,} beyond "
-                                f"the highest this conversation has had ({conv.max_seen}): a "
-                                "wrong number, not a gap"), position)
+                            raise _Irregular(
+                                EventError(
+                                    f"`sequence` {seq} is more than {MAX_SEQUENCE_JUMP:,} beyond "
+                                    f"the highest this conversation has had ({conv.max_seen}): a "
+                                    "wrong number, not a gap"
+                                ),
+                                position,
+                            )
                         conv.max_seen = seq
                     if self.reorder_window:
                         self._hold(conv, seq, event, payload, out)
@@ -729,8 +845,9 @@ class Evaluator:
         recent.append(event_id)
         return False
 
-    def _hold(self, conv: _Conversation, key: int, event: Event, payload: Payload,
-              out: list[Decision]) -> None:
+    def _hold(
+        self, conv: _Conversation, key: int, event: Event, payload: Payload, out: list[Decision]
+    ) -> None:
         """Keep an event that arrived after a gap, in sequence order.
 
         ``key`` is its sequence, or for a row without one the highest sequence
@@ -792,15 +909,17 @@ class Evaluator:
     def _drop_held(self, conv: _Conversation) -> None:
         """The conversation ended: events still held came after its end (or twice)."""
         if conv.held:
-            again = sum(1 for key, _, e, _ in conv.held
-                        if e.sequence is not None and key <= conv.last_seq)
+            again = sum(
+                1 for key, _, e, _ in conv.held if e.sequence is not None and key <= conv.last_seq
+            )
             self._duplicates += again
             self._late += len(conv.held) - again
             self._held -= len(conv.held)
         conv.held = None
 
-    def _end_of_turn(self, conv: _Conversation, payload: Payload, seq: int | None,
-                     out: list[Decision]) -> None:
+    def _end_of_turn(
+        self, conv: _Conversation, payload: Payload, seq: int | None, out: list[Decision]
+    ) -> None:
         armed, conv.armed = conv.armed, []
         for index in armed:
             machine = conv.machines[index]
@@ -809,8 +928,15 @@ class Evaluator:
                 if outcome is not None and outcome is not ARM:
                     self._decide(conv, index, outcome[0], seq, outcome[1], out)
 
-    def _decide(self, conv: _Conversation, index: int, passed: bool | None,
-                decided_at: int | None, reason: str, out: list[Decision]) -> None:
+    def _decide(
+        self,
+        conv: _Conversation,
+        index: int,
+        passed: bool | None,
+        decided_at: int | None,
+        reason: str,
+        out: list[Decision],
+    ) -> None:
         """Record a verdict: passed, failed, or (``passed`` None) errored."""
         plan = conv.plan
         assert plan is not None
@@ -819,9 +945,16 @@ class Evaluator:
         if passed is False:
             conv.failed = True
             self._failures += 1
-        decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
-                            "passed" if passed else "errored" if passed is None else "failed",
-                            decided_at, reason, conv.turn)
+        decision = Decision(
+            conv.cid,
+            plan.scenario.name,
+            index,
+            plan.kinds[index],
+            "passed" if passed else "errored" if passed is None else "failed",
+            decided_at,
+            reason,
+            conv.turn,
+        )
         conv.machines[index] = None
         conv.results[index] = decision
         conv.pending -= 1
@@ -847,16 +980,16 @@ class Evaluator:
             self._judged += 1
         return conv
 
-    def _await_scenario(self, conv: _Conversation, event: Event, payload: Payload,
-                        out: list[Decision]) -> Plan | None:
+    def _await_scenario(
+        self, conv: _Conversation, event: Event, payload: Payload, out: list[Decision]
+    ) -> Plan | None:
         """Several scenarios and none named yet: hold the event, or name the plan.
 
         When an event finally names a loaded scenario (``"scenario"`` in its
         metadata), the held events are applied first, in arrival order, and
         the plan is returned so the naming event is applied next.
         """
-        name = None if conv.requested is not None else metadata_field(event.metadata,
-                                                                       "scenario")
+        name = None if conv.requested is not None else metadata_field(event.metadata, "scenario")
         plan = self._by_name.get(name) if isinstance(name, str) else None
         if plan is None:
             if isinstance(name, str):
@@ -911,8 +1044,16 @@ class Evaluator:
         elif failures or settled:
             conv.stopped = (failures or settled)[0]
         else:
-            conv.stopped = Decision(conv.cid, conv.plan.scenario.name, -1, "", "pending", None,
-                                    "stopped before any assertion was decided", conv.turn)
+            conv.stopped = Decision(
+                conv.cid,
+                conv.plan.scenario.name,
+                -1,
+                "",
+                "pending",
+                None,
+                "stopped before any assertion was decided",
+                conv.turn,
+            )
 
     def finish(self, conversation_id: str) -> list[Decision]:
         """End one conversation now: every pending assertion resolves."""
@@ -961,8 +1102,9 @@ class Evaluator:
                 # Never reached by an event: the plan's precomputed verdict. With
                 # many assertions this loop is most of a conversation's cost, so
                 # it does as little as it can per assertion.
-                decision = results[index] = Decision(cid, name, index, kinds[index],
-                                                     verdicts[index], None, reasons[index], turn)
+                decision = results[index] = Decision(
+                    cid, name, index, kinds[index], verdicts[index], None, reasons[index], turn
+                )
                 append(decision)
                 untouched += 1
             elif machine is not None:
@@ -996,8 +1138,9 @@ class Evaluator:
             if conv is None:
                 continue
             if self.on_let_go is not None:
-                self.on_let_go(_result_of(conv) if conv.plan is not None
-                               else self._unmatched_of(conv))
+                self.on_let_go(
+                    _result_of(conv) if conv.plan is not None else self._unmatched_of(conv)
+                )
             omitted = self._omitted
             if conv.plan is None:
                 omitted["unmatched"] += 1
@@ -1026,12 +1169,22 @@ class Evaluator:
             reason = "not judged: the conversation was stopped early"
         else:
             at = "" if by.decided_at is None else f" at sequence {by.decided_at}"
-            reason = (f"not judged: the conversation was stopped early after assertion "
-                      f"#{by.index} `{by.kind}` {by.verdict}{at}")
+            reason = (
+                f"not judged: the conversation was stopped early after assertion "
+                f"#{by.index} `{by.kind}` {by.verdict}{at}"
+            )
         for index, machine in enumerate(conv.machines):
             if machine is not None:
-                decision = Decision(conv.cid, plan.scenario.name, index, plan.kinds[index],
-                                    "skipped", None, reason, conv.turn)
+                decision = Decision(
+                    conv.cid,
+                    plan.scenario.name,
+                    index,
+                    plan.kinds[index],
+                    "skipped",
+                    None,
+                    reason,
+                    conv.turn,
+                )
                 conv.machines[index] = None
                 conv.results[index] = decision
                 conv.pending -= 1
@@ -1073,8 +1226,11 @@ class Evaluator:
 
     def _unmatched_of(self, conv: _Conversation) -> UnmatchedConversation:
         return UnmatchedConversation(
-            conv.cid, conv.requested or None, conv.events,
-            _closest(conv.requested, self._by_name) if conv.requested else None)
+            conv.cid,
+            conv.requested or None,
+            conv.events,
+            _closest(conv.requested, self._by_name) if conv.requested else None,
+        )
 
     def omitted(self) -> dict[str, int]:
         """Counters of the finished conversations let go of (``keep_finished``): how many,
@@ -1100,10 +1256,16 @@ class Evaluator:
             events=self._events,
             conversations=len(self._convs) + omitted["conversations"] + omitted["unmatched"],
             open=len(self._open_convs),
-            passed=self._passed, failed=self._failed, decisions=self._decisions,
-            unknown_kinds=sum(self._decoder.unknown.values()), late_events=self._late,
-            duplicates=self._duplicates, gaps=self._gaps, held=self._held,
-            bad_events=self._bad, replayed=self._replayed,
+            passed=self._passed,
+            failed=self._failed,
+            decisions=self._decisions,
+            unknown_kinds=sum(self._decoder.unknown.values()),
+            late_events=self._late,
+            duplicates=self._duplicates,
+            gaps=self._gaps,
+            held=self._held,
+            bad_events=self._bad,
+            replayed=self._replayed,
             unmatched=len(self._convs) - self._judged + omitted["unmatched"],
             legacy_rows=sum(self._decoder.legacy.values()),
             foreign_events=self._foreign,
@@ -1119,17 +1281,26 @@ class Evaluator:
             raise UsageError(f"no judged conversation `{conversation_id}`")
         waiting = [e.event_id for _, _, e, _ in conv.held or () if e.sequence is None]
         return ConversationState(
-            conversation_id=conv.cid, scenario=conv.plan.scenario.name, events=conv.events,
-            last_seq=conv.last_seq, turn=conv.turn, armed=list(conv.armed),
+            conversation_id=conv.cid,
+            scenario=conv.plan.scenario.name,
+            events=conv.events,
+            last_seq=conv.last_seq,
+            turn=conv.turn,
+            armed=list(conv.armed),
             results=list(conv.results),
-            machines=[None if m is None else conv.plan.fresh_states[i] if m is UNTOUCHED
-                      else m.state() for i, m in enumerate(conv.machines)],
+            machines=[
+                None if m is None else conv.plan.fresh_states[i] if m is UNTOUCHED else m.state()
+                for i, m in enumerate(conv.machines)
+            ],
             # Rows without a sequence still held were not applied: a re-read must
             # see them as new, neither replayed nor repeated.
-            finished=conv.finished, unsequenced=conv.unsequenced - len(waiting),
+            finished=conv.finished,
+            unsequenced=conv.unsequenced - len(waiting),
             recent_ids=[i for i in conv.recent_ids or () if i not in set(waiting)],
-            gave_up=list(conv.gave_up or ()), late_max=conv.late_max,
-            first_time=conv.first_time, last_time=conv.last_time,  # type: ignore[arg-type]
+            gave_up=list(conv.gave_up or ()),
+            late_max=conv.late_max,
+            first_time=conv.first_time,  # type: ignore[arg-type]
+            last_time=conv.last_time,  # type: ignore[arg-type]
             stopped=conv.stopped,
         )
 
@@ -1145,8 +1316,10 @@ class Evaluator:
             raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
         machines = len(plan.kinds) if state.finished else len(state.machines)
         if not len(state.results) == machines == len(plan.kinds):  # (an ended one keeps none)
-            raise ValueError(f"{len(state.results)} results and {len(state.machines)} machines "
-                             f"saved for {len(plan.kinds)} assertions")
+            raise ValueError(
+                f"{len(state.results)} results and {len(state.machines)} machines "
+                f"saved for {len(plan.kinds)} assertions"
+            )
         conv = _Conversation(state.conversation_id, plan)
         conv.events, conv.turn, conv.armed = state.events, state.turn, list(state.armed)
         conv.last_seq = conv.replay_upto = conv.max_seen = state.last_seq
@@ -1188,13 +1361,13 @@ class Evaluator:
         queue = self._unfrozen
         if queue is None:  # the first call: every finished conversation so far
             queue = self._unfrozen = deque(
-                c.cid for c in self._convs.values() if c.finished and c.plan is not None)
+                c.cid for c in self._convs.values() if c.finished and c.plan is not None
+            )
         frozen, convs = self._frozen, self._convs
         while limit > 0 and queue:
             cid = queue.popleft()
             if cid in convs and cid not in frozen:  # (not let go of already)
-                frozen[cid] = msgspec.Raw(
-                    _checkpoint_encoder.encode(self.conversation_state(cid)))
+                frozen[cid] = msgspec.Raw(_checkpoint_encoder.encode(self.conversation_state(cid)))
                 limit -= 1
         return len(queue)
 
@@ -1208,24 +1381,35 @@ class Evaluator:
         frozen = self._frozen
         states: list[Any] = [
             frozen[conv.cid] if conv.finished else self.conversation_state(conv.cid)
-            for conv in self._convs.values() if conv.plan is not None]
-        return _checkpoint_encoder.encode(Checkpoint(
-            version=_CHECKPOINT_VERSION, scenarios=[p.scenario.name for p in self._plans],
-            fingerprints=self._fingerprints(), omitted=dict(self._omitted),
-            conversations=states,
-            # Held events were not applied, and conversations not judged are not
-            # saved: a re-read counts both again.
-            events=self._events - self._held - sum(
-                c.events for c in self._convs.values() if c.plan is None),
-            late_events=self._late,
-            duplicates=self._duplicates,
-            gaps=self._gaps, decisions=self._decisions,
-            passed=self._passed, failed=self._failed,
-        ))
+            for conv in self._convs.values()
+            if conv.plan is not None
+        ]
+        return _checkpoint_encoder.encode(
+            Checkpoint(
+                version=_CHECKPOINT_VERSION,
+                scenarios=[p.scenario.name for p in self._plans],
+                fingerprints=self._fingerprints(),
+                omitted=dict(self._omitted),
+                conversations=states,
+                # Held events were not applied, and conversations not judged are not
+                # saved: a re-read counts both again.
+                events=self._events
+                - self._held
+                - sum(c.events for c in self._convs.values() if c.plan is None),
+                late_events=self._late,
+                duplicates=self._duplicates,
+                gaps=self._gaps,
+                decisions=self._decisions,
+                passed=self._passed,
+                failed=self._failed,
+            )
+        )
 
     def _fingerprints(self) -> list[str]:
-        return [hashlib.sha256(msgspec.json.encode(p.scenario.assertions)).hexdigest()[:16]
-                for p in self._plans]
+        return [
+            hashlib.sha256(msgspec.json.encode(p.scenario.assertions)).hexdigest()[:16]
+            for p in self._plans
+        ]
 
     def restore(self, data: bytes) -> None:
         """Resume from :meth:`checkpoint` output (into a fresh evaluator, same scenarios)."""
@@ -1237,25 +1421,34 @@ class Evaluator:
             raise UsageError(f"checkpoint version {saved.version} is not supported")
         names = [p.scenario.name for p in self._plans]
         if saved.scenarios != names:
-            raise UsageError("the checkpoint was taken with other scenarios "
-                             f"({', '.join(saved.scenarios)}); load the same ones to resume")
-        changed = [name for name, old, new in zip(names, saved.fingerprints or [""] * len(names),
-                                                  self._fingerprints(), strict=True)
-                   if old != new]
+            raise UsageError(
+                "the checkpoint was taken with other scenarios "
+                f"({', '.join(saved.scenarios)}); load the same ones to resume"
+            )
+        changed = [
+            name
+            for name, old, new in zip(
+                names, saved.fingerprints or [""] * len(names), self._fingerprints(), strict=True
+            )
+            if old != new
+        ]
         if changed:
             raise UsageError(
                 f"the checkpoint was taken before scenario {', '.join(f'`{n}`' for n in changed)} "
                 "changed: its saved verdicts and machines belong to other assertions; remove "
-                "the state file to judge the feed afresh")
+                "the state file to judge the feed afresh"
+            )
         if self._convs:
             raise UsageError("restore into a fresh evaluator")
         for state in saved.conversations:
             try:
                 self.restore_conversation(state)
             except (IndexError, KeyError, TypeError, ValueError) as exc:
-                raise UsageError(f"the checkpoint is damaged (conversation "
-                                 f"`{state.conversation_id}`: {exc}); remove the state file "
-                                 "to judge the feed afresh") from None
+                raise UsageError(
+                    f"the checkpoint is damaged (conversation "
+                    f"`{state.conversation_id}`: {exc}); remove the state file "
+                    "to judge the feed afresh"
+                ) from None
         self._events, self._late = saved.events, saved.late_events
         self._duplicates, self._gaps = saved.duplicates, saved.gaps
         # Bad lines are not checkpointed: they belong to no conversation, and
@@ -1274,17 +1467,33 @@ def _result_of(conv: _Conversation) -> ConversationResult:
     plan = conv.plan
     assert plan is not None
     assertions = tuple(
-        AssertionResult(i, plan.kinds[i], "pending") if r is None
+        AssertionResult(i, plan.kinds[i], "pending")
+        if r is None
         else AssertionResult(i, r.kind, r.verdict, r.decided_at, r.reason, r.turn)
         for i, r in enumerate(conv.results)
     )
     verdicts = {a.verdict for a in assertions}
-    verdict: Verdict = ("failed" if "failed" in verdicts else "pending" if "pending" in verdicts
-                        else "errored" if "errored" in verdicts else "passed")
+    verdict: Verdict = (
+        "failed"
+        if "failed" in verdicts
+        else "pending"
+        if "pending" in verdicts
+        else "errored"
+        if "errored" in verdicts
+        else "passed"
+    )
     first, last = conv.first_time, conv.last_time
     started = first if type(first) is float else None
-    return ConversationResult(conv.cid, plan.scenario.name, verdict, conv.events, assertions,
-                              conv.finished, conv.turn, started,
-                              max(last - first, 0.0)  # type: ignore[operator]
-                              if started is not None and type(last) is float else None)
-
+    return ConversationResult(
+        conv.cid,
+        plan.scenario.name,
+        verdict,
+        conv.events,
+        assertions,
+        conv.finished,
+        conv.turn,
+        started,
+        max(last - first, 0.0)  # type: ignore[operator]
+        if started is not None and type(last) is float
+        else None,
+    )

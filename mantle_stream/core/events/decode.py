@@ -73,8 +73,7 @@ class EventDecoder:
                 out.append(decoded[0])
         return out
 
-    def decode_line(self, line: bytes, line_no: int | None = None
-                    ) -> tuple[Event, Payload] | None:
+    def decode_line(self, line: bytes, line_no: int | None = None) -> tuple[Event, Payload] | None:
         """Decode one line into (event, payload); None for a blank line.
 
         The payload is :data:`UNKNOWN` for a kind this version does not know
@@ -95,8 +94,11 @@ class EventDecoder:
     def decode_raw(self, line: bytes, line_no: int | None = None) -> Event | None:
         """One line as an :class:`Event`, payloads unchecked; None for a blank line."""
         if len(line) > MAX_LINE_BYTES:
-            raise self._error(f"line is {len(line)} bytes, longer than the "
-                              f"{MAX_LINE_BYTES}-byte limit", line_no, line[:200])
+            raise self._error(
+                f"line is {len(line)} bytes, longer than the {MAX_LINE_BYTES}-byte limit",
+                line_no,
+                line[:200],
+            )
         if not line.strip():
             return None
         try:
@@ -109,8 +111,9 @@ class EventDecoder:
             raise self._error("JSON nested too deeply", line_no, line) from None
         return event
 
-    def classify(self, event: Event, line: bytes, line_no: int | None,
-                 unset: bool = False) -> tuple[Event, Payload]:
+    def classify(
+        self, event: Event, line: bytes, line_no: int | None, unset: bool = False
+    ) -> tuple[Event, Payload]:
         """A line without exactly one payload field set: decoded again from ``line``.
 
         A flat event becomes the :class:`Event` it stands for; a newer
@@ -129,8 +132,11 @@ class EventDecoder:
         if not unset:
             known = [k for k in PAYLOAD_FIELDS if getattr(event, k) is not None]
             if known:
-                raise self._error(f"{len(known)} payload keys ({', '.join(known)}); "
-                                  "expected exactly one", line_no, line)
+                raise self._error(
+                    f"{len(known)} payload keys ({', '.join(known)}); expected exactly one",
+                    line_no,
+                    line,
+                )
         if self._learned and self.learned_kind(event):
             return event, UNKNOWN
         kind = self._unknown_kind(line, line_no, learn=bool(event.conversation_id))
@@ -143,8 +149,12 @@ class EventDecoder:
         if len(objects) == 1:
             raise self._error("no `conversation_id`", line_no, line)
         if not objects:
-            raise self._error("no payload key (expected exactly one, such as `user`, `bot`, "
-                              "`tool_executed`, `memory_set`)", line_no, line)
+            raise self._error(
+                "no payload key (expected exactly one, such as `user`, `bot`, "
+                "`tool_executed`, `memory_set`)",
+                line_no,
+                line,
+            )
         names = ", ".join(f"`{k}`" for k in objects)
         raise self._error(f"expected exactly one payload key, found {names}", line_no, line)
 
@@ -187,9 +197,15 @@ class EventDecoder:
             return  # not a name msgspec can decode as a field: read from its line each time
         self._learned.append((f"_new_kind_{len(self._learned)}", kind))
         learned = msgspec.defstruct(
-            "Event", [(attr, Skipped | None, None) for attr, _ in self._learned],
-            bases=(Event,), rename=dict(self._learned), kw_only=True, frozen=True, gc=False,
-            module=__name__)
+            "Event",
+            [(attr, Skipped | None, None) for attr, _ in self._learned],
+            bases=(Event,),
+            rename=dict(self._learned),
+            kw_only=True,
+            frozen=True,
+            gc=False,
+            module=__name__,
+        )
         self._decoder = msgspec.json.Decoder(learned)
 
     def _keys(self, line: bytes, line_no: int | None) -> dict[str, msgspec.Raw]:

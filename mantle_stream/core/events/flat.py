@@ -81,11 +81,14 @@ def _payload(row: _Flat) -> ev.Payload:
     if kind == "tool_executed":
         name, source = _need(row, "tool_name", "source")
         return ev.ToolExecuted(
-            tool_name=name, source=source,
+            tool_name=name,
+            source=source,
             arguments_json=_text(row.arguments if row.arguments is not None else {}),
             result_json=None if row.result is None else _text(row.result),
-            is_error=bool(row.is_error), error_message=row.error_message,
-            mcp_server=row.mcp_server)
+            is_error=bool(row.is_error),
+            error_message=row.error_message,
+            mcp_server=row.mcp_server,
+        )
     cls = ev.PAYLOAD_TYPES[kind]
     if issubclass(cls, ev.OrderedBlockEvent):
         skill_id, block_id = _need(row, "skill_id", "block_id")
@@ -112,9 +115,13 @@ def flat_event(line: bytes) -> tuple[ev.Event, ev.Payload]:
     cid = row.conversation_id or row.sender_id
     if not cid:
         raise EventError("flat event without `sender_id`")
-    envelope: dict[str, Any] = {"conversation_id": cid, "sequence": row.sequence,
-                                "event_id": row.event_id, "timestamp": row.timestamp,
-                                "metadata": row.metadata}
+    envelope: dict[str, Any] = {
+        "conversation_id": cid,
+        "sequence": row.sequence,
+        "event_id": row.event_id,
+        "timestamp": row.timestamp,
+        "metadata": row.metadata,
+    }
     kind = row.event
     payload: ev.Payload
     if kind in ev.PAYLOAD_TYPES:

@@ -70,7 +70,6 @@ __all__ = [
 ]
 
 
-
 class Payload(msgspec.Struct, frozen=True, gc=False):
     """Base of every payload; ``kind`` is its wire key."""
 
@@ -250,10 +249,12 @@ _FIELD_TYPES = {f.name: _payload_type(f.type) for f in msgspec.structs.fields(Ev
 PAYLOAD_FIELDS: tuple[str, ...] = tuple(name for name, t in _FIELD_TYPES.items() if t)
 #: Payload kinds Mantle emits that no check reads: accepted and skipped.
 SKIPPED_KINDS: tuple[str, ...] = tuple(
-    name for name in PAYLOAD_FIELDS if _FIELD_TYPES[name] is Skipped)
+    name for name in PAYLOAD_FIELDS if _FIELD_TYPES[name] is Skipped
+)
 #: The payload types some check reads, by wire key.
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
-    name: t for name, t in _FIELD_TYPES.items() if t is not None and t is not Skipped}
+    name: t for name, t in _FIELD_TYPES.items() if t is not None and t is not Skipped
+}
 assert all(t.kind == name for name, t in PAYLOAD_TYPES.items()), "a struct's kind is its field"
 ENVELOPE_KEYS = frozenset(Event.__struct_fields__) - set(PAYLOAD_FIELDS) - {"event"}
 WIRE_KEYS = frozenset(Event.__struct_fields__)  # every key this version knows
@@ -271,8 +272,10 @@ def _generate_single_payload() -> Callable[[Event], Payload | None]:
     """
     front = " or ".join(f"event.{name}" for name in PAYLOAD_FIELDS)
     back = " or ".join(f"event.{name}" for name in reversed(PAYLOAD_FIELDS))
-    source = (f"def single_payload(event):\n    front = {front}\n"
-              f"    return front if front is ({back}) else None\n")
+    source = (
+        f"def single_payload(event):\n    front = {front}\n"
+        f"    return front if front is ({back}) else None\n"
+    )
     namespace: dict[str, Any] = {}
     exec(compile(source, "<mantle_stream single_payload>", "exec"), namespace)
     function: Callable[[Event], Payload | None] = namespace["single_payload"]
@@ -290,8 +293,10 @@ def payload_of(event: Event) -> Payload:
     if payload is None:
         keys = [name for name in PAYLOAD_FIELDS if getattr(event, name) is not None]
         if not keys:
-            raise EventError("no payload key (expected exactly one, such as `user`, `bot`, "
-                             "`tool_executed`, `memory_set`)")
+            raise EventError(
+                "no payload key (expected exactly one, such as `user`, `bot`, "
+                "`tool_executed`, `memory_set`)"
+            )
         raise EventError(f"{len(keys)} payload keys ({', '.join(keys)}); expected exactly one")
     if not event.conversation_id:
         raise EventError("no `conversation_id`")
@@ -360,8 +365,9 @@ def buttons_of(bot: Bot) -> list[tuple[Any, Any]]:
     buttons = data.get("buttons") if data else None
     if type(buttons) is not list:
         return []
-    return [(b.get("title"), b.get("payload")) if type(b) is dict else (None, None)
-            for b in buttons]
+    return [
+        (b.get("title"), b.get("payload")) if type(b) is dict else (None, None) for b in buttons
+    ]
 
 
 def malformed(exc: Exception) -> str:

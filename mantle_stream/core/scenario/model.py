@@ -73,15 +73,31 @@ BLOCK_KINDS: dict[str, bool] = {
 MEMORY_KINDS = ("memory_was_set", "memory_was_not_set", "memory_was_cleared")
 BOT_KINDS = ("bot_uttered", "bot_did_not_utter")
 ALL_KINDS = (
-    *SKILL_KINDS, *BLOCK_KINDS, *MEMORY_KINDS, "tool_executed", "tools_within_one_turn",
-    *BOT_KINDS, "sequencing",
+    *SKILL_KINDS,
+    *BLOCK_KINDS,
+    *MEMORY_KINDS,
+    "tool_executed",
+    "tools_within_one_turn",
+    *BOT_KINDS,
+    "sequencing",
 )
 #: Mantle's framework tools, recognised by name whatever their source (the engine
 #: forbids these names for builder tools): tools_within_one_turn neither counts
 #: nor matches them. ``complete_skill`` is the reference's name, ``complete`` the
 #: engine's; ``search_knowledge`` and ``cannot_help`` are counted like any tool.
-FRAMEWORK_TOOLS = frozenset({"activate", "complete", "complete_skill", "cancel", "set_fields",
-                             "correct", "resolve_tool_confirmation", "listen", "hangup"})
+FRAMEWORK_TOOLS = frozenset(
+    {
+        "activate",
+        "complete",
+        "complete_skill",
+        "cancel",
+        "set_fields",
+        "correct",
+        "resolve_tool_confirmation",
+        "listen",
+        "hangup",
+    }
+)
 
 
 # --------------------------------------------------------------------------- model
@@ -156,7 +172,11 @@ class SequencingCheck(msgspec.Struct, frozen=True):
 
 
 Assertion = (
-    LifecycleCheck | MemoryCheck | ToolExecutedCheck | ToolsWithinOneTurnCheck | BotCheck
+    LifecycleCheck
+    | MemoryCheck
+    | ToolExecutedCheck
+    | ToolsWithinOneTurnCheck
+    | BotCheck
     | SequencingCheck
 )
 
@@ -203,8 +223,9 @@ def _fields(kind: str) -> tuple[str, ...]:
     return ()
 
 
-def _shape_hint(mapping: dict[str, tuple[YNode, YNode]], what: str,
-                kinds: tuple[str, ...]) -> str | None:
+def _shape_hint(
+    mapping: dict[str, tuple[YNode, YNode]], what: str, kinds: tuple[str, ...]
+) -> str | None:
     """What to do about a list item that is not one check: why it has other keys."""
     noun = what.split(" ", 1)[1]  # "an assertion" -> "assertion"
     keys = list(mapping)
@@ -221,13 +242,17 @@ def _shape_hint(mapping: dict[str, tuple[YNode, YNode]], what: str,
         if all(k in _fields(kind) for k in extra):
             return f"move {listed} into `{kind}`"
         return f"only `{kind}` belongs at this level; move {listed} into it or remove " + (
-            "it" if len(extra) == 1 else "them")
+            "it" if len(extra) == 1 else "them"
+        )
     if keys and "tool_executed" in kinds and all(k in _TOOL_FIELDS for k in keys):
         return _WRAP_HINT if what == "a call" else _TOOL_HINT
     if not keys:
-        return ("write each call as `- tool_executed: {tool_name: ..., source: ...}`"
-                if what == "a call" else "write the check's kind as the key, e.g. "
-                "`- skill_activated: {skill_id: card_replace}`")
+        return (
+            "write each call as `- tool_executed: {tool_name: ..., source: ...}`"
+            if what == "a call"
+            else "write the check's kind as the key, e.g. "
+            "`- skill_activated: {skill_id: card_replace}`"
+        )
     return did_you_mean(keys[0], kinds)
 
 
@@ -254,10 +279,17 @@ class _Checker:
         value: dict[str, tuple[YNode, YNode]] = node.value
         return value
 
-    def keys(self, owner: YNode, mapping: dict[str, tuple[YNode, YNode]], what: str, *,
-             required: Iterable[str] = (), optional: Iterable[str] = (),
-             rejected: dict[str, str] | None = None,
-             missing_hints: dict[str, str] | None = None) -> bool:
+    def keys(
+        self,
+        owner: YNode,
+        mapping: dict[str, tuple[YNode, YNode]],
+        what: str,
+        *,
+        required: Iterable[str] = (),
+        optional: Iterable[str] = (),
+        rejected: dict[str, str] | None = None,
+        missing_hints: dict[str, str] | None = None,
+    ) -> bool:
         """Check required/optional/rejected keys; True when nothing is missing or unknown.
 
         A missing key is reported at ``owner``: the key whose value the mapping
@@ -277,7 +309,8 @@ class _Checker:
             else:
                 hint = did_you_mean(key, allowed) or (
                     f"allowed keys: {', '.join(f'`{k}`' for k in sorted(allowed))}"
-                    if allowed else None
+                    if allowed
+                    else None
                 )
                 self.error(key_node, f"unknown key `{key}` in {what}", hint)
         for key in required:
@@ -287,8 +320,7 @@ class _Checker:
                 self.error(owner, f"{what} is missing required key `{key}`", hint)
         return ok
 
-    def string(self, mapping: dict[str, tuple[YNode, YNode]], key: str,
-               what: str) -> str | None:
+    def string(self, mapping: dict[str, tuple[YNode, YNode]], key: str, what: str) -> str | None:
         if key not in mapping:
             return None
         node = mapping[key][1]
@@ -297,18 +329,18 @@ class _Checker:
             return None
         return node.value
 
-    def boolean(self, mapping: dict[str, tuple[YNode, YNode]], key: str,
-                what: str) -> bool | None:
+    def boolean(self, mapping: dict[str, tuple[YNode, YNode]], key: str, what: str) -> bool | None:
         if key not in mapping:
             return None
         node = mapping[key][1]
         if not isinstance(node.value, bool):
             hint = None
             if isinstance(node.value, str) and node.value.lower() in {"yes", "no", "on", "off"}:
-                hint = ("scenario files are YAML 1.2: only `true` and `false` are booleans, "
-                        f"`{node.value}` is a string")
-            self.error(node, f"`{key}` in {what} must be true or false, got "
-                       f"{describe(node)}", hint)
+                hint = (
+                    "scenario files are YAML 1.2: only `true` and `false` are booleans, "
+                    f"`{node.value}` is a string"
+                )
+            self.error(node, f"`{key}` in {what} must be true or false, got {describe(node)}", hint)
             return None
         return bool(node.value)
 
@@ -316,8 +348,15 @@ class _Checker:
 
     def scenario(self, root: YNode | None) -> Scenario | None:
         if root is None:
-            self.problems.append(Diagnostic(self.path, 1, 1, "the file is empty",
-                                            hint="a scenario file starts with `scenario:`"))
+            self.problems.append(
+                Diagnostic(
+                    self.path,
+                    1,
+                    1,
+                    "the file is empty",
+                    hint="a scenario file starts with `scenario:`",
+                )
+            )
             return None
         top = self.mapping(root, "the document")
         if top is None:
@@ -329,8 +368,13 @@ class _Checker:
         body = self.mapping(node, "`scenario`")
         if body is None:
             return None
-        self.keys(scenario_key, body, "`scenario`", required=("name", "simulation_context"),
-                  optional=("type", "setup", "goals"))
+        self.keys(
+            scenario_key,
+            body,
+            "`scenario`",
+            required=("name", "simulation_context"),
+            optional=("type", "setup", "goals"),
+        )
         name = self.string(body, "name", "`scenario`")
         context = self.string(body, "simulation_context", "`scenario`")
         stype = self.string(body, "type", "`scenario`")
@@ -359,8 +403,7 @@ class _Checker:
                     if items.value is None:
                         items = YNode([], items.line, items.col)
                     if not items.is_seq:
-                        self.error(items, "`assertions` must be a list, got "
-                                   f"{describe(items)}")
+                        self.error(items, f"`assertions` must be a list, got {describe(items)}")
                     else:
                         for item in items.value:
                             spec = self.assertion(item)
@@ -369,9 +412,16 @@ class _Checker:
                                 lines.append(item.line)
         if self.problems or name is None or context is None:
             return None
-        return Scenario(name=name, simulation_context=context, assertions=tuple(assertions),
-                        type=stype, initial_slots=slots, criteria=tuple(criteria),
-                        path=self.path, lines=tuple(lines))
+        return Scenario(
+            name=name,
+            simulation_context=context,
+            assertions=tuple(assertions),
+            type=stype,
+            initial_slots=slots,
+            criteria=tuple(criteria),
+            path=self.path,
+            lines=tuple(lines),
+        )
 
     def criteria(self, node: YNode) -> list[str]:
         if node.value is None:
@@ -389,8 +439,9 @@ class _Checker:
 
     # -- assertions
 
-    def single_key(self, node: YNode, what: str,
-                   kinds: Iterable[str] = ALL_KINDS) -> tuple[str, YNode, YNode] | None:
+    def single_key(
+        self, node: YNode, what: str, kinds: Iterable[str] = ALL_KINDS
+    ) -> tuple[str, YNode, YNode] | None:
         """An assertion is a mapping with exactly one key, the check's kind."""
         mapping = self.mapping(node, what)
         if mapping is None:
@@ -398,8 +449,11 @@ class _Checker:
         kinds = tuple(kinds)
         if len(mapping) != 1:
             names = ", ".join(f"`{k}`" for k in mapping) or "nothing"
-            self.error(node, f"{what} must have exactly one key, the check's kind; got {names}",
-                       _shape_hint(mapping, what, kinds))
+            self.error(
+                node,
+                f"{what} must have exactly one key, the check's kind; got {names}",
+                _shape_hint(mapping, what, kinds),
+            )
             return None
         ((kind, (key_node, value_node)),) = mapping.items()
         if kind not in ALL_KINDS:
@@ -436,12 +490,22 @@ class _Checker:
         is_block = kind in BLOCK_KINDS
         takes_step = (BLOCK_KINDS if is_block else SKILL_KINDS)[kind]
         required = ("skill_id", "block_id") if is_block else ("skill_id",)
-        rejected = None if takes_step else {
-            "step_id": f"{what} is recorded without a step; only the cancel, interrupt and "
-                       "resume checks (and completed, for ordered blocks) take `step_id`"
-        }
-        ok = self.keys(key_node, mapping, what, required=required,
-                       optional=("step_id",) if takes_step else (), rejected=rejected)
+        rejected = (
+            None
+            if takes_step
+            else {
+                "step_id": f"{what} is recorded without a step; only the cancel, interrupt and "
+                "resume checks (and completed, for ordered blocks) take `step_id`"
+            }
+        )
+        ok = self.keys(
+            key_node,
+            mapping,
+            what,
+            required=required,
+            optional=("step_id",) if takes_step else (),
+            rejected=rejected,
+        )
         skill_id = self.string(mapping, "skill_id", what)
         block_id = self.string(mapping, "block_id", what) if is_block else None
         step_id = self.string(mapping, "step_id", what) if takes_step else None
@@ -453,13 +517,15 @@ class _Checker:
 
     def memory_name(self, node: YNode, what: str) -> str | None:
         if not isinstance(node.value, str):
-            self.error(node, f"`name` in {what} must be a string, got "
-                       f"{describe(node)}")
+            self.error(node, f"`name` in {what} must be a string, got {describe(node)}")
             return None
         name: str = node.value
         if name.startswith("session."):
-            self.error(node, f"memory key `{name}` starts with `session.` and can never match",
-                       f"the tracker stores keys without it: write `{name[len('session.'):]}`")
+            self.error(
+                node,
+                f"memory key `{name}` starts with `session.` and can never match",
+                f"the tracker stores keys without it: write `{name[len('session.') :]}`",
+            )
             return None
         if not name:
             self.error(node, f"`name` in {what} must not be empty")
@@ -471,10 +537,11 @@ class _Checker:
         if not node.is_seq:
             hint = "write a list of entries: `- name: scope.field`"
             if isinstance(node.value, str):
-                hint = f"write `{kind}: [{{name: {node.value}}}]`; the bare key form is only " \
-                       "for steps inside `sequencing`"
-            self.error(node, f"{what} takes a list of entries, got {describe(node)}",
-                       hint)
+                hint = (
+                    f"write `{kind}: [{{name: {node.value}}}]`; the bare key form is only "
+                    "for steps inside `sequencing`"
+                )
+            self.error(node, f"{what} takes a list of entries, got {describe(node)}", hint)
             return None
         if not node.value:
             self.error(node, f"{what} needs at least one entry")
@@ -499,15 +566,19 @@ class _Checker:
         if kind == "memory_was_cleared":
             optional = ()
             rejected = {"value": "a clear has no value; remove `value`"}
-        ok = self.keys(node, mapping, what, required=("name",), optional=optional,
-                       rejected=rejected)
+        ok = self.keys(
+            node, mapping, what, required=("name",), optional=optional, rejected=rejected
+        )
         name = self.memory_name(mapping["name"][1], what) if "name" in mapping else None
         if "value" in mapping and kind != "memory_was_cleared":
             value_node = mapping["value"][1]
             if value_node.value is None:
-                self.error(value_node, f"`value` in {what} must not be null",
-                           "null is not accepted as a memory value; to check that the key was "
-                           "cleared use `memory_was_cleared`")
+                self.error(
+                    value_node,
+                    f"`value` in {what} must not be null",
+                    "null is not accepted as a memory value; to check that the key was "
+                    "cleared use `memory_was_cleared`",
+                )
                 return None
             if not ok or name is None:
                 return None
@@ -520,23 +591,36 @@ class _Checker:
         mapping = self.mapping(node, what)
         if mapping is None:
             return None
-        ok = self.keys(key_node, mapping, what, required=("tool_name", "source"),
-                       optional=("mcp_server", "skill_id", "arguments", "is_error"))
+        ok = self.keys(
+            key_node,
+            mapping,
+            what,
+            required=("tool_name", "source"),
+            optional=("mcp_server", "skill_id", "arguments", "is_error"),
+        )
         tool_name = self.string(mapping, "tool_name", what)
         source = self.string(mapping, "source", what)
         if source is not None and source not in ("local", "mcp"):
-            self.error(mapping["source"][1], f"`source` in {what} must be `local` or `mcp`, got "
-                       f"`{source}`", did_you_mean(source, ("local", "mcp")))
+            self.error(
+                mapping["source"][1],
+                f"`source` in {what} must be `local` or `mcp`, got `{source}`",
+                did_you_mean(source, ("local", "mcp")),
+            )
             ok = False
         mcp_server = self.string(mapping, "mcp_server", what)
         if source == "local" and "mcp_server" in mapping:
-            self.error(mapping["mcp_server"][0], f"`mcp_server` is not allowed in {what} with "
-                       "source `local`", "a local run has no MCP server; remove `mcp_server` "
-                       "or set `source: mcp`")
+            self.error(
+                mapping["mcp_server"][0],
+                f"`mcp_server` is not allowed in {what} with source `local`",
+                "a local run has no MCP server; remove `mcp_server` or set `source: mcp`",
+            )
             ok = False
         if source == "mcp" and "mcp_server" not in mapping:
-            self.error(key_node, f"{what} with source `mcp` is missing required key `mcp_server`",
-                       "the server is not inferred from the tool name")
+            self.error(
+                key_node,
+                f"{what} with source `mcp` is missing required key `mcp_server`",
+                "the server is not inferred from the tool name",
+            )
             ok = False
         skill_id = self.string(mapping, "skill_id", what)
         is_error = self.boolean(mapping, "is_error", what)
@@ -554,33 +638,50 @@ class _Checker:
             ok = False
         if not ok or tool_name is None or source is None:
             return None
-        return ToolCall(tool_name=tool_name, source=source, mcp_server=mcp_server,
-                        skill_id=skill_id, arguments=arguments, is_error=is_error)
+        return ToolCall(
+            tool_name=tool_name,
+            source=source,
+            mcp_server=mcp_server,
+            skill_id=skill_id,
+            arguments=arguments,
+            is_error=is_error,
+        )
 
-    def tools_within_one_turn(self, key_node: YNode,
-                              node: YNode) -> ToolsWithinOneTurnCheck | None:
+    def tools_within_one_turn(self, key_node: YNode, node: YNode) -> ToolsWithinOneTurnCheck | None:
         what = "`tools_within_one_turn`"
         mapping = self.mapping(node, what)
         if mapping is None:
             return None
-        ok = self.keys(key_node, mapping, what, required=("calls", "allow_extra_calls"),
-                       optional=("ordered",), missing_hints={
-                           "allow_extra_calls": "say `true` to allow other tool runs in the "
-                                                "turn, `false` to forbid them"})
+        ok = self.keys(
+            key_node,
+            mapping,
+            what,
+            required=("calls", "allow_extra_calls"),
+            optional=("ordered",),
+            missing_hints={
+                "allow_extra_calls": "say `true` to allow other tool runs in the "
+                "turn, `false` to forbid them"
+            },
+        )
         allow = self.boolean(mapping, "allow_extra_calls", what)
         ordered = self.boolean(mapping, "ordered", what)
         calls: list[ToolCall] = []
         if "calls" in mapping:
             calls_node = mapping["calls"][1]
             if not calls_node.is_seq:
-                self.error(calls_node, "`calls` must be a list of `tool_executed` entries, got "
-                           f"{describe(calls_node)}")
+                self.error(
+                    calls_node,
+                    "`calls` must be a list of `tool_executed` entries, got "
+                    f"{describe(calls_node)}",
+                )
                 ok = False
             else:
                 if len(calls_node.value) < 2:
-                    self.error(calls_node, f"{what} needs at least two calls, got "
-                               f"{len(calls_node.value)}",
-                               "for a single tool run use `tool_executed`")
+                    self.error(
+                        calls_node,
+                        f"{what} needs at least two calls, got {len(calls_node.value)}",
+                        "for a single tool run use `tool_executed`",
+                    )
                     ok = False
                 for item in calls_node.value:
                     found = self.single_key(item, "a call", ("tool_executed",))
@@ -589,8 +690,9 @@ class _Checker:
                         continue
                     kind, call_key, value = found
                     if kind != "tool_executed":
-                        self.error(call_key, f"a call in {what} must be `tool_executed`, got "
-                                   f"`{kind}`")
+                        self.error(
+                            call_key, f"a call in {what} must be `tool_executed`, got `{kind}`"
+                        )
                         ok = False
                         continue
                     call = self.tool_call(call_key, value, "`tool_executed`")
@@ -600,8 +702,9 @@ class _Checker:
                         calls.append(call)
         if not ok or allow is None or ("ordered" in mapping and ordered is None):
             return None
-        return ToolsWithinOneTurnCheck(calls=tuple(calls), allow_extra_calls=allow,
-                                       ordered=bool(ordered))
+        return ToolsWithinOneTurnCheck(
+            calls=tuple(calls), allow_extra_calls=allow, ordered=bool(ordered)
+        )
 
     def bot(self, kind: str, key_node: YNode, node: YNode) -> BotCheck | None:
         what = f"`{kind}`"
@@ -610,11 +713,13 @@ class _Checker:
         mapping = self.mapping(node, what)
         if mapping is None:
             return None
-        ok = self.keys(key_node, mapping, what,
-                       optional=("utter_name", "text_matches", "buttons"))
+        ok = self.keys(key_node, mapping, what, optional=("utter_name", "text_matches", "buttons"))
         if not mapping:
-            self.error(node, f"{what} needs at least one of `utter_name`, `text_matches`, "
-                       "`buttons`", "a check with no field would match every message")
+            self.error(
+                node,
+                f"{what} needs at least one of `utter_name`, `text_matches`, `buttons`",
+                "a check with no field would match every message",
+            )
             return None
         utter_name = self.string(mapping, "utter_name", what)
         text_matches = self.string(mapping, "text_matches", what)
@@ -626,10 +731,12 @@ class _Checker:
                 re.compile(text_matches)
             except re.error as exc:
                 pattern_node = mapping["text_matches"][1]
-                self.error(pattern_node, f"`text_matches` is not a valid regular expression: "
-                           f"{exc.msg} at position {exc.pos}",
-                           "it is a Python regular expression; escape special characters "
-                           "with a backslash")
+                self.error(
+                    pattern_node,
+                    f"`text_matches` is not a valid regular expression: "
+                    f"{exc.msg} at position {exc.pos}",
+                    "it is a Python regular expression; escape special characters with a backslash",
+                )
                 ok = False
         buttons = None
         if "buttons" in mapping:
@@ -637,13 +744,13 @@ class _Checker:
             ok = ok and buttons is not None
         if not ok:
             return None
-        return BotCheck(kind=kind, utter_name=utter_name, text_matches=text_matches,
-                        buttons=buttons)
+        return BotCheck(
+            kind=kind, utter_name=utter_name, text_matches=text_matches, buttons=buttons
+        )
 
     def buttons(self, node: YNode, what: str) -> tuple[Button, ...] | None:
         if not node.is_seq:
-            self.error(node, f"`buttons` in {what} must be a list, got "
-                       f"{describe(node)}")
+            self.error(node, f"`buttons` in {what} must be a list, got {describe(node)}")
             return None
         out: list[Button] = []
         ok = True
@@ -652,8 +759,10 @@ class _Checker:
             if mapping is None:
                 ok = False
                 continue
-            ok = self.keys(item, mapping, "a button", required=("title",),
-                           optional=("payload",)) and ok
+            ok = (
+                self.keys(item, mapping, "a button", required=("title",), optional=("payload",))
+                and ok
+            )
             title = self.string(mapping, "title", "a button")
             payload = self.string(mapping, "payload", "a button")
             if title is None or ("payload" in mapping and payload is None):
@@ -670,14 +779,19 @@ class _Checker:
         if not node.value:
             self.error(node, f"{what} needs at least one step")
             return None
-        allowed = (*SKILL_KINDS, *BLOCK_KINDS, "tool_executed",
-                   "memory_was_set", "memory_was_cleared")
+        allowed = (
+            *SKILL_KINDS,
+            *BLOCK_KINDS,
+            "tool_executed",
+            "memory_was_set",
+            "memory_was_cleared",
+        )
         not_allowed = {
             "memory_was_not_set": "it can only be judged at the end, not at a point in order",
             "tools_within_one_turn": "it spans a whole turn, not one event",
             "bot_uttered": "Mantle's scenario schema allows skill, ordered-block, "
-                           "`tool_executed` and memory steps only; check the message with a "
-                           "`bot_uttered` assertion of its own",
+            "`tool_executed` and memory steps only; check the message with a "
+            "`bot_uttered` assertion of its own",
             "bot_did_not_utter": "it can only be judged at the end, not at a point in order",
             "sequencing": "sequencing cannot be nested; list the steps in one sequence",
         }
@@ -690,8 +804,7 @@ class _Checker:
                 continue
             kind, step_key, value = found
             if kind in not_allowed:
-                self.error(step_key, f"`{kind}` is not allowed inside {what}",
-                           not_allowed[kind])
+                self.error(step_key, f"`{kind}` is not allowed inside {what}", not_allowed[kind])
                 ok = False
                 continue
             step: Step | None
@@ -714,8 +827,12 @@ class _Checker:
             hint = f"write `- {kind}: scope.field`"
             if shape:
                 hint += "; inside `sequencing` a memory step cannot carry a value"
-            self.error(node, f"inside `sequencing`, `{kind}` takes the key name as a string, "
-                       f"got {describe(node)}", hint)
+            self.error(
+                node,
+                f"inside `sequencing`, `{kind}` takes the key name as a string, "
+                f"got {describe(node)}",
+                hint,
+            )
             return None
         name = self.memory_name(node, f"`{kind}`")
         return None if name is None else MemoryStep(kind=kind, name=name)
@@ -733,8 +850,17 @@ def _utf8_size(text: str) -> int:
 
 
 def _too_large(path: str, message: str) -> ScenarioError:
-    return ScenarioError([Diagnostic(
-        path, 1, 1, message, hint="a scenario file is a few KiB of YAML; is this the right file?")])
+    return ScenarioError(
+        [
+            Diagnostic(
+                path,
+                1,
+                1,
+                message,
+                hint="a scenario file is a few KiB of YAML; is this the right file?",
+            )
+        ]
+    )
 
 
 def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
@@ -764,8 +890,11 @@ def load_scenario_file(path: str | os.PathLike[str]) -> Scenario:
     try:
         size = os.path.getsize(name)
         if size > MAX_SCENARIO_BYTES:
-            raise _too_large(name, f"scenario file is {size} bytes, larger than the "
-                             f"{MAX_SCENARIO_BYTES // 1024} KiB limit")
+            raise _too_large(
+                name,
+                f"scenario file is {size} bytes, larger than the "
+                f"{MAX_SCENARIO_BYTES // 1024} KiB limit",
+            )
         with open(name, encoding="utf-8") as fh:
             # Bounded even when the size above says nothing (a pipe, a file still
             # growing): one character more than the limit is enough to refuse it.
@@ -792,8 +921,9 @@ def scenario_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
                 if f.endswith((".yml", ".yaml"))
             )
             if not found:
-                raise ScenarioError([Diagnostic(name, 1, 1, "no *.yml or *.yaml files in "
-                                                "this directory")])
+                raise ScenarioError(
+                    [Diagnostic(name, 1, 1, "no *.yml or *.yaml files in this directory")]
+                )
             yield from found
         else:
             yield name

@@ -29,7 +29,13 @@ import yaml
 from mantle_stream.core.scenario.diagnostics import Diagnostic
 
 __all__ = [
-    "MAX_DEPTH", "MAX_NODES", "YNode", "YamlProblem", "compose", "describe", "source_lines",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "YNode",
+    "YamlProblem",
+    "compose",
+    "describe",
+    "source_lines",
     "to_plain",
 ]
 
@@ -135,7 +141,8 @@ class _Loader(
             return super().compose_node(parent, index)
         if self.depth >= MAX_DEPTH:
             raise _Refused(
-                event.start_mark, f"the document nests deeper than {MAX_DEPTH} levels",
+                event.start_mark,
+                f"the document nests deeper than {MAX_DEPTH} levels",
                 "a scenario file nests a few levels deep; is this the right file?",
             )
         anchor = event.anchor
@@ -244,7 +251,7 @@ class YamlProblem(Exception):
 def _short_tag(tag: str) -> str:
     """A tag as it is usually written: ``!!set`` for ``tag:yaml.org,2002:set``."""
     if tag.startswith(_STANDARD_PREFIX):
-        return "!!" + tag[len(_STANDARD_PREFIX):]
+        return "!!" + tag[len(_STANDARD_PREFIX) :]
     return tag
 
 
@@ -285,21 +292,36 @@ class _Converter:
         self.budget -= 1
         if self.budget < 0:
             if self.aliases:
-                raise YamlProblem([self.diag(
-                    node.start_mark, f"document expands to more than {MAX_NODES} nodes",
-                    "anchors and aliases that expand enormously are refused",
-                )])
-            raise YamlProblem([self.diag(
-                node.start_mark, f"document has more than {MAX_NODES} nodes",
-                "a scenario file is a few KiB of YAML; is this the right file?",
-            )])
+                raise YamlProblem(
+                    [
+                        self.diag(
+                            node.start_mark,
+                            f"document expands to more than {MAX_NODES} nodes",
+                            "anchors and aliases that expand enormously are refused",
+                        )
+                    ]
+                )
+            raise YamlProblem(
+                [
+                    self.diag(
+                        node.start_mark,
+                        f"document has more than {MAX_NODES} nodes",
+                        "a scenario file is a few KiB of YAML; is this the right file?",
+                    )
+                ]
+            )
         if depth > MAX_DEPTH:
             # The composer caps nesting as written; only aliases pasted into
             # one another can nest deeper.
-            raise YamlProblem([self.diag(
-                node.start_mark, f"aliases expand to nesting deeper than {MAX_DEPTH} levels",
-                "anchors and aliases that expand enormously are refused",
-            )])
+            raise YamlProblem(
+                [
+                    self.diag(
+                        node.start_mark,
+                        f"aliases expand to nesting deeper than {MAX_DEPTH} levels",
+                        "anchors and aliases that expand enormously are refused",
+                    )
+                ]
+            )
         mark = node.start_mark
         if isinstance(node, yaml.MappingNode):
             if node.tag != _MAP:
@@ -310,16 +332,19 @@ class _Converter:
                 value = self.convert(value_node, depth + 1)
                 if not isinstance(key.value, str):
                     shown = _as_written(key) or _type_name(key.value)
-                    self.problems.append(self.diag(
-                        key_node.start_mark, f"mapping key must be a string, got {shown}"
-                    ))
+                    self.problems.append(
+                        self.diag(key_node.start_mark, f"mapping key must be a string, got {shown}")
+                    )
                     continue
                 if key.value in out:
                     first = out[key.value][0]
-                    self.problems.append(self.diag(
-                        key_node.start_mark, f"duplicate key `{key.value}`",
-                        f"first defined at line {first.line}, column {first.col}",
-                    ))
+                    self.problems.append(
+                        self.diag(
+                            key_node.start_mark,
+                            f"duplicate key `{key.value}`",
+                            f"first defined at line {first.line}, column {first.col}",
+                        )
+                    )
                     continue
                 out[key.value] = (key, value)
             return self.node(out, mark)
@@ -364,8 +389,7 @@ class _Converter:
         return float(text)
 
 
-def _syntax_error(converter: _Converter, exc: yaml.MarkedYAMLError,
-                  text_length: int) -> Diagnostic:
+def _syntax_error(converter: _Converter, exc: yaml.MarkedYAMLError, text_length: int) -> Diagnostic:
     """PyYAML's error as a diagnostic: its problem, and its context where that helps."""
     problem = (exc.problem or "").strip()
     context = (exc.context or "").strip()
@@ -381,15 +405,23 @@ def _syntax_error(converter: _Converter, exc: yaml.MarkedYAMLError,
             if exc.problem_mark is not None and exc.problem_mark.index >= text_length:
                 message = f"{problem} {context}"
             opened = re.fullmatch(r"while (?:scanning|parsing) (?:an? )?(.+)", context)
-            if context_mark is not None and mark is not None and opened is not None and (
-                    context_mark.line, context_mark.column) != (mark.line, mark.column):
-                hint = (f"the {opened[1]} starts at line {context_mark.line + 1}, "
-                        f"column {context_mark.column + 1}")
+            if (
+                context_mark is not None
+                and mark is not None
+                and opened is not None
+                and (context_mark.line, context_mark.column) != (mark.line, mark.column)
+            ):
+                hint = (
+                    f"the {opened[1]} starts at line {context_mark.line + 1}, "
+                    f"column {context_mark.column + 1}"
+                )
         elif context.endswith("; first occurrence"):  # found duplicate anchor 'a'; ...
             message = context[: -len("; first occurrence")]
             if context_mark is not None:
-                hint = (f"first defined at line {context_mark.line + 1}, "
-                        f"column {context_mark.column + 1}")
+                hint = (
+                    f"first defined at line {context_mark.line + 1}, "
+                    f"column {context_mark.column + 1}"
+                )
         else:
             # The first half of one sentence ("expected a single document in
             # the stream", "but found another document").
@@ -411,8 +443,9 @@ def _reader_error(converter: _Converter, text: str, exc: yaml.reader.ReaderError
     hint = None
     if code < 0x100:
         hint = f"remove it, or write it as `\\x{code:02x}` inside a double-quoted string"
-    return converter.at(line0, col0, f"invalid YAML: unacceptable character #x{code:04x}: "
-                        f"{exc.reason}", hint)
+    return converter.at(
+        line0, col0, f"invalid YAML: unacceptable character #x{code:04x}: {exc.reason}", hint
+    )
 
 
 def compose(text: str, path: str) -> tuple[YNode | None, list[Diagnostic]]:
@@ -446,8 +479,9 @@ def compose(text: str, path: str) -> tuple[YNode | None, list[Diagnostic]]:
         raise YamlProblem([Diagnostic(path, 1, 1, f"invalid YAML: {exc}")]) from None
     except RecursionError:
         # Unreachable with MAX_DEPTH unless the caller is itself deep in the stack.
-        raise YamlProblem([Diagnostic(path, 1, 1, "the document nests too deeply to load")]) \
-            from None
+        raise YamlProblem(
+            [Diagnostic(path, 1, 1, "the document nests too deeply to load")]
+        ) from None
     finally:
         if loader is not None:
             loader.dispose()

@@ -14,7 +14,7 @@ carries that event's ``sequence`` as ``decided_at`` (None for decisions caused
 by ``session_ended``), every assertion is decided exactly once, the final
 results repeat the decisions, and every reason is a non-empty single line.
 
-This module also holds the tests of the builder itself.
+Its own tests are in ``test_harness.py``.
 """
 
 from __future__ import annotations
@@ -62,8 +62,13 @@ __all__ = [
 
 def scenario(*assertions: dict[str, Any], name: str = "t") -> ms.Scenario:
     """A scenario holding ``assertions`` (JSON text is valid YAML 1.2)."""
-    doc = {"scenario": {"name": name, "simulation_context": "x",
-                        "goals": {"assertions": list(assertions)}}}
+    doc = {
+        "scenario": {
+            "name": name,
+            "simulation_context": "x",
+            "goals": {"assertions": list(assertions)},
+        }
+    }
     return ms.load_scenario_text(json.dumps(doc))
 
 
@@ -114,10 +119,17 @@ class Ev:
             if self.with_sequence:
                 row["sequence"] = seq
             return row
-        return {"conversation_id": cid, "timestamp": 1767261600.0 + seq,
-                "metadata": None if self.metadata is None else json.dumps(self.metadata),
-                "event_id": f"{cid}-{seq}", "sequence": seq, self.key: self.payload,
-                "user_id": None, "deployment_environment": None, "session_id": None}
+        return {
+            "conversation_id": cid,
+            "timestamp": 1767261600.0 + seq,
+            "metadata": None if self.metadata is None else json.dumps(self.metadata),
+            "event_id": f"{cid}-{seq}",
+            "sequence": seq,
+            self.key: self.payload,
+            "user_id": None,
+            "deployment_environment": None,
+            "session_id": None,
+        }
 
     def line(self, cid: str, seq: int) -> str:
         return json.dumps(self.row(cid, seq))
@@ -137,22 +149,36 @@ def end() -> Ev:
 
 
 def user(text: str | None = "hello") -> Ev:
-    return Ev("user", {"text": text, "parse_data": {}, "input_channel": "rest",
-                       "message_id": None, "anonymized_at": None})
+    return Ev(
+        "user",
+        {
+            "text": text,
+            "parse_data": {},
+            "input_channel": "rest",
+            "message_id": None,
+            "anonymized_at": None,
+        },
+    )
 
 
-def bot(text: str | None = None, *, utter: str | None = None,
-        buttons: list[dict[str, Any]] | None = None) -> Ev:
+def bot(
+    text: str | None = None,
+    *,
+    utter: str | None = None,
+    buttons: list[dict[str, Any]] | None = None,
+) -> Ev:
     """A ``bot`` event: the response name travels in metadata ``utter_action``."""
     data: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
-    return Ev("bot", {"text": text, "data": data, "anonymized_at": None},
-              metadata=None if utter is None else {"utter_action": utter})
+    return Ev(
+        "bot",
+        {"text": text, "data": data, "anonymized_at": None},
+        metadata=None if utter is None else {"utter_action": utter},
+    )
 
 
 def setm(name: str, value: Any) -> Ev:
     """A ``memory_set`` event; ``value`` travels JSON-encoded in ``value_json``."""
-    return Ev("memory_set", {"key": name, "value_json": json.dumps(value),
-                             "anonymized_at": None})
+    return Ev("memory_set", {"key": name, "value_json": json.dumps(value), "anonymized_at": None})
 
 
 def clear(name: str) -> Ev:
@@ -179,19 +205,33 @@ def block(event: str, skill_id: str, block_id: str, step_id: str | None = None) 
     return Ev(f"ordered_block_{event}", payload)
 
 
-def tool(name: str, *, source: str = "local", server: str | None = None,
-         skill_id: str | None = None, args: dict[str, Any] | None = None,
-         is_error: bool = False, result: Any = None) -> Ev:
+def tool(
+    name: str,
+    *,
+    source: str = "local",
+    server: str | None = None,
+    skill_id: str | None = None,
+    args: dict[str, Any] | None = None,
+    is_error: bool = False,
+    result: Any = None,
+) -> Ev:
     """A ``tool_executed`` event; ``args`` travel JSON-encoded in ``arguments_json`` and
     the skill it ran for in metadata ``skill_id``."""
     if source == "mcp" and server is None:
         server = "banking"
-    return Ev("tool_executed", {
-        "tool_name": name, "arguments_json": json.dumps(args or {}), "source": source,
-        "result_json": None if result is None else json.dumps(result),
-        "is_error": is_error, "error_message": "failed" if is_error else None,
-        "mcp_server": server,
-    }, metadata=None if skill_id is None else {"skill_id": skill_id})
+    return Ev(
+        "tool_executed",
+        {
+            "tool_name": name,
+            "arguments_json": json.dumps(args or {}),
+            "source": source,
+            "result_json": None if result is None else json.dumps(result),
+            "is_error": is_error,
+            "error_message": "failed" if is_error else None,
+            "mcp_server": server,
+        },
+        metadata=None if skill_id is None else {"skill_id": skill_id},
+    )
 
 
 def flat(ev: Ev, *, with_sequence: bool = True) -> Ev:
@@ -208,8 +248,7 @@ def flat(ev: Ev, *, with_sequence: bool = True) -> Ev:
 
 def calm_slot(name: str, value: Any, *, with_sequence: bool = True) -> Ev:
     """An older CALM ``slot`` row: read by no check, skipped and counted."""
-    return Ev("slot", {"name": name, "value": value}, flat=True,
-              with_sequence=with_sequence)
+    return Ev("slot", {"name": name, "value": value}, flat=True, with_sequence=with_sequence)
 
 
 # --------------------------------------------------------------------------
@@ -298,8 +337,9 @@ def assign_sequences(events: list[Ev], first: int = 10) -> list[int]:
     return seqs
 
 
-def _check_decisions(pushed_event: Ev | None, seq: int | None,
-                     decisions: list[ms.Decision], seen: set[int]) -> None:
+def _check_decisions(
+    pushed_event: Ev | None, seq: int | None, decisions: list[ms.Decision], seen: set[int]
+) -> None:
     for d in decisions:
         assert d.index not in seen, f"assertion {d.index} decided twice: {d}"
         seen.add(d.index)
@@ -311,8 +351,14 @@ def _check_decisions(pushed_event: Ev | None, seq: int | None,
             assert d.decided_at == seq, f"decided while pushing sequence {seq}: {d}"
 
 
-def judge(assertions: dict[str, Any] | list[dict[str, Any]], events: list[Ev], *,
-          cid: str = "c", first: int = 10, finish: bool = True) -> Judged:
+def judge(
+    assertions: dict[str, Any] | list[dict[str, Any]],
+    events: list[Ev],
+    *,
+    cid: str = "c",
+    first: int = 10,
+    finish: bool = True,
+) -> Judged:
     """Push ``events`` as one conversation, then (when ``finish``) end the input."""
     if isinstance(assertions, dict):
         assertions = [assertions]
@@ -361,8 +407,9 @@ def assert_outcome(assertion: dict[str, Any], events: list[Ev], verdict: str) ->
     return judged
 
 
-def checkpointed(assertions: list[dict[str, Any]], events: list[Ev], split: int,
-                 *, cid: str = "c") -> tuple[ms.ConversationResult, list[ms.Decision]]:
+def checkpointed(
+    assertions: list[dict[str, Any]], events: list[Ev], split: int, *, cid: str = "c"
+) -> tuple[ms.ConversationResult, list[ms.Decision]]:
     """Run ``events[:split]``, checkpoint through msgspec JSON, restore into a fresh
     evaluator, push the rest and finish. Returns the final result and every decision."""
     scen = scenario(*assertions)
@@ -387,38 +434,22 @@ def checkpointed(assertions: list[dict[str, Any]], events: list[Ev], split: int,
 # --------------------------------------------------------------------------
 
 ALL_KINDS = [
-    started(), user("hi"), bot("Hello", utter="utter_greet", buttons=[{"title": "Yes"}]),
-    setm("a.b", {"x": [1, 2]}), clear("a.b"), skill("activated", "k"),
-    skill("completed", "k"), skill("cancelled", "k"), skill("interrupted", "k", "s1"),
-    skill("resumed", "k"), block("entered", "k", "main"), block("completed", "k", "main"),
-    block("cancelled", "k", "main"), block("interrupted", "k", "main"),
-    block("resumed", "k", "main"), tool("t", args={"a": 1}),
-    tool("t", source="mcp", server="bank", is_error=True, result={"e": 1}), end(),
+    started(),
+    user("hi"),
+    bot("Hello", utter="utter_greet", buttons=[{"title": "Yes"}]),
+    setm("a.b", {"x": [1, 2]}),
+    clear("a.b"),
+    skill("activated", "k"),
+    skill("completed", "k"),
+    skill("cancelled", "k"),
+    skill("interrupted", "k", "s1"),
+    skill("resumed", "k"),
+    block("entered", "k", "main"),
+    block("completed", "k", "main"),
+    block("cancelled", "k", "main"),
+    block("interrupted", "k", "main"),
+    block("resumed", "k", "main"),
+    tool("t", args={"a": 1}),
+    tool("t", source="mcp", server="bank", is_error=True, result={"e": 1}),
+    end(),
 ]
-
-
-@pytest.mark.parametrize("ev", ALL_KINDS, ids=[e.key for e in ALL_KINDS])
-def test_builder_lines_have_the_envelope_and_exactly_one_payload_key(ev: Ev) -> None:
-    row = json.loads(ev.line("c-1", 7))
-    envelope = {"conversation_id", "sequence", "event_id", "timestamp", "metadata", "user_id",
-                "session_id", "deployment_environment"}
-    assert row["conversation_id"] == "c-1" and row["sequence"] == 7
-    assert set(row) - envelope == {ev.key}
-
-
-@pytest.mark.parametrize("ev", ALL_KINDS, ids=[e.key for e in ALL_KINDS])
-def test_builder_lines_are_accepted_by_the_evaluator(ev: Ev) -> None:
-    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "never"}})])
-    evaluator.push_line(ev.line("c", 3))
-    assert evaluator.statistics().events == 1
-    assert evaluator.statistics().unknown_kinds == 0
-
-
-def test_builder_encodes_values_and_arguments_as_json_strings() -> None:
-    assert json.loads(setm("a.b", 5).line("c", 0))["memory_set"]["value_json"] == "5"
-    row = json.loads(tool("t", args={"n": 5.0}).line("c", 0))
-    assert row["tool_executed"]["arguments_json"] == '{"n": 5.0}'
-
-
-def test_judge_gives_consecutive_sequences_from_ten_unless_told() -> None:
-    assert assign_sequences([user(), user(), replace(user(), seq=40), user()]) == [10, 11, 40, 41]
