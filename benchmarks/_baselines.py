@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 import mantle_stream as ms
-from mantle_stream.core.assertions import machines as _machines
+from mantle_stream.core.assertions import base as _machines
 from mantle_stream.core.assertions.compiler import compile_assertion
 from mantle_stream.core.events.model import (
     PAYLOAD_TYPES,

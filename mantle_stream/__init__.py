@@ -37,12 +37,12 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
     from mantle_stream.core.events.model import Event
     from mantle_stream.core.recorded import RecordedRun, load_results
     from mantle_stream.core.scenario.diagnostics import Diagnostic
-    from mantle_stream.core.scenario.model import (
-        Scenario,
+    from mantle_stream.core.scenario.load import (
         load_scenario_file,
         load_scenario_text,
         load_scenarios,
     )
+    from mantle_stream.core.scenario.model import Scenario
     from mantle_stream.core.verdicts import (
         AssertionResult,
         ConversationResult,
@@ -81,9 +81,9 @@ _LAZY = {
     "build_report": "mantle_stream.outputs.report",
     "exit_status": "mantle_stream.outputs.report",
     "load_results": "mantle_stream.core.recorded",
-    "load_scenario_file": "mantle_stream.core.scenario.model",
-    "load_scenario_text": "mantle_stream.core.scenario.model",
-    "load_scenarios": "mantle_stream.core.scenario.model",
+    "load_scenario_file": "mantle_stream.core.scenario.load",
+    "load_scenario_text": "mantle_stream.core.scenario.load",
+    "load_scenarios": "mantle_stream.core.scenario.load",
     "run_feed": "mantle_stream.runner",
 }
 

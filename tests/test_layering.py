@@ -70,7 +70,7 @@ CORE_LIBRARIES = {
 #: Loading reads files by design (scenario files, evaluate_agent results);
 #: nothing that runs per event does.
 LOADERS = {
-    "mantle_stream.core.scenario.model": {"os", "pathlib"},
+    "mantle_stream.core.scenario.load": {"os", "pathlib"},
     "mantle_stream.core.recorded": {"os", "pathlib"},
 }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import mantle_stream as ms
-from mantle_stream.core.assertions.match import may_backtrack, nested_repetition
+from mantle_stream.core.assertions.bot import may_backtrack, nested_repetition
 
 from _harness import scenario
 

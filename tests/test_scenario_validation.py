@@ -43,18 +43,11 @@ from mantle_stream import (
     load_scenario_text,
     load_scenarios,
 )
-from mantle_stream.core.scenario.model import (
-    BotCheck,
-    Button,
-    LifecycleCheck,
-    MemoryCheck,
-    MemoryEntry,
-    MemoryStep,
-    SequencingCheck,
-    ToolCall,
-    ToolExecutedCheck,
-    ToolsWithinOneTurnCheck,
-)
+from mantle_stream.core.assertions.bot import BotCheck, Button
+from mantle_stream.core.assertions.lifecycle import LifecycleCheck
+from mantle_stream.core.assertions.memory import MemoryCheck, MemoryEntry, MemoryStep
+from mantle_stream.core.assertions.sequencing import SequencingCheck
+from mantle_stream.core.assertions.tools import ToolCall, ToolExecutedCheck, ToolsWithinOneTurnCheck
 
 REPO = Path(__file__).resolve().parent.parent
 BROKEN = "examples/eval/broken/broken_scenario.yml"

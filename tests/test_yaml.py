@@ -31,7 +31,9 @@ from mantle_stream import (
     load_scenario_file,
     load_scenario_text,
 )
-from mantle_stream.core.scenario.model import MAX_SCENARIO_BYTES, MemoryCheck, ToolExecutedCheck
+from mantle_stream.core.assertions.memory import MemoryCheck
+from mantle_stream.core.assertions.tools import ToolExecutedCheck
+from mantle_stream.core.scenario.load import MAX_SCENARIO_BYTES
 
 PATH = "scenario.yml"
 

@@ -24,7 +24,7 @@ import anyio
 from rich.console import Console
 from rich.live import Live
 
-from mantle_stream.core.assertions.match import nested_repetition
+from mantle_stream.core.assertions.bot import nested_repetition
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import (
     CONTROL_ESCAPES,
@@ -34,7 +34,8 @@ from mantle_stream.core.errors import (
     UsageError,
 )
 from mantle_stream.core.recorded import RecordedRun, load_results
-from mantle_stream.core.scenario.model import Scenario, load_scenarios
+from mantle_stream.core.scenario.load import load_scenarios
+from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
 from mantle_stream.outputs.jsonl import JsonlWriter

@@ -24,7 +24,8 @@ import anyio.abc
 
 from mantle_stream.core.events.flat import document_lines
 from mantle_stream.core.recorded import load_results
-from mantle_stream.core.scenario.model import Scenario, load_scenario_text
+from mantle_stream.core.scenario.load import load_scenario_text
+from mantle_stream.core.scenario.model import Scenario
 
 __all__ = [
     "DemoConversation",

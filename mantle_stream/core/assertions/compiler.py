@@ -14,41 +14,12 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from mantle_stream.core.assertions.machines import (
-    UNTOUCHED,
-    FirstMatch,
-    Forbidden,
-    Machine,
-    MemoryAll,
-    MemoryAllPlan,
-    MemoryNotSet,
-    MemoryNotSetPlan,
-    Sequence,
-    SequencePlan,
-    ToolWindow,
-    ToolWindowPlan,
-)
-from mantle_stream.core.assertions.match import (
-    BotMatcher,
-    Matcher,
-    MemoryMatcher,
-    Route,
-    ToolMatcher,
-    matcher_for,
-)
+from mantle_stream.core.assertions.base import UNTOUCHED, CompileContext, Compiled, Machine, Route
+from mantle_stream.core.assertions.registry import KINDS
 from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.events import model as ev
-from mantle_stream.core.scenario.model import (
-    Assertion,
-    BotCheck,
-    LifecycleCheck,
-    MemoryCheck,
-    Scenario,
-    SequencingCheck,
-    ToolExecutedCheck,
-    ToolsWithinOneTurnCheck,
-)
+from mantle_stream.core.scenario.model import Check, Scenario
 from mantle_stream.core.verdicts import Verdict
 
 __all__ = ["BY_VALUE", "Plan", "RouteEntry", "compile_assertion", "compile_scenario"]
@@ -57,18 +28,10 @@ __all__ = ["BY_VALUE", "Plan", "RouteEntry", "compile_assertion", "compile_scena
 #: with it (read from the metadata only when some check names a response).
 BY_VALUE: Any = object()
 
-#: The attribute each payload type is routed by; None routes by kind alone.
+#: The attribute each payload type is routed by (see Payload.route_key); None
+#: routes by kind alone; BY_VALUE, by a metadata key the engine reads.
 _ROUTE_KEY: dict[type[ev.Payload], Any] = {
-    ev.User: None,
-    ev.Bot: BY_VALUE,
-    ev.ToolExecuted: "tool_name",
-    ev.MemorySet: "key",
-    ev.MemoryCleared: "key",
-    **{
-        cls: "skill_id"
-        for cls in ev.PAYLOAD_TYPES.values()
-        if issubclass(cls, (ev.SkillEvent, ev.OrderedBlockEvent))
-    },
+    cls: BY_VALUE if cls.route_metadata else cls.route_key for cls in ev.PAYLOAD_TYPES.values()
 }
 _KIND_TYPE = {cls.kind: cls for cls in ev.PAYLOAD_TYPES.values()}
 
@@ -91,9 +54,7 @@ class Plan:
         "untouched",
     )
 
-    def __init__(
-        self, scenario: Scenario, compiled: list[tuple[type[Machine], Any, set[Route]]]
-    ) -> None:
+    def __init__(self, scenario: Scenario, compiled: list[Compiled]) -> None:
         self.scenario = scenario
         self.kinds = tuple(a.kind for a in scenario.assertions)
         self.factories = tuple((cls, plan) for cls, plan, _ in compiled)
@@ -140,45 +101,13 @@ def _route_table(per_assertion: list[set[Route]]) -> dict[type[ev.Payload], Rout
 
 
 def compile_assertion(
-    assertion: Assertion, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT
-) -> tuple[type[Machine], Any, set[Route]]:
-    """The machine class, its plan and its routes for one assertion."""
-    if isinstance(assertion, (LifecycleCheck, ToolExecutedCheck)):
-        matcher = matcher_for(assertion)
-        return FirstMatch, matcher, set(matcher.routes)
-    if isinstance(assertion, BotCheck):
-        bot = BotMatcher(assertion, regex_timeout)
-        cls = FirstMatch if assertion.kind == "bot_uttered" else Forbidden
-        return cls, bot, set(bot.routes)
-    if isinstance(assertion, MemoryCheck):
-        if assertion.kind == "memory_was_not_set":
-            entries = [(e.name, e.has_value, e.value) for e in assertion.entries]
-            return (
-                MemoryNotSet,
-                MemoryNotSetPlan(entries),
-                {("memory_set", e.name) for e in assertion.entries},
-            )
-        event_kind = "memory_set" if assertion.kind == "memory_was_set" else "memory_cleared"
-        matchers = [
-            MemoryMatcher(event_kind, e.name, e.has_value, e.value) for e in assertion.entries
-        ]
-        return MemoryAll, MemoryAllPlan(matchers), {(event_kind, e.name) for e in assertion.entries}
-    if isinstance(assertion, SequencingCheck):
-        steps: list[Matcher] = [matcher_for(step) for step in assertion.steps]
-        return Sequence, SequencePlan(steps), {r for m in steps for r in m.routes}
-    if isinstance(assertion, ToolsWithinOneTurnCheck):
-        calls = [ToolMatcher(call) for call in assertion.calls]
-        routes: set[Route] = set()  # user events only after ARM (see .machines)
-        if assertion.allow_extra_calls:
-            routes |= {r for m in calls for r in m.routes}
-        else:
-            routes.add(("tool_executed", None))  # every counted run matters
-        return (
-            ToolWindow,
-            ToolWindowPlan(calls, assertion.ordered, assertion.allow_extra_calls),
-            routes,
-        )
-    raise TypeError(f"unknown assertion {assertion!r}")
+    assertion: Check, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT
+) -> Compiled:
+    """The machine class, its plan and its routes for one assertion (by its kind's row)."""
+    kind = KINDS.get(assertion.kind)
+    if kind is None:
+        raise TypeError(f"unknown assertion {assertion!r}")
+    return kind.compile(assertion, CompileContext(regex_timeout, KINDS))
 
 
 def compile_scenario(scenario: Scenario, *, regex_timeout: float = DEFAULT_REGEX_TIMEOUT) -> Plan:

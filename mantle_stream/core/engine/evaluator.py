@@ -22,9 +22,8 @@ from typing import Any
 
 import msgspec
 
+from mantle_stream.core.assertions.base import ARM, UNTOUCHED, MatchTimeout
 from mantle_stream.core.assertions.compiler import BY_VALUE, Plan, compile_scenario
-from mantle_stream.core.assertions.machines import ARM, UNTOUCHED
-from mantle_stream.core.assertions.match import MatchTimeout
 from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT, DEFAULT_REORDER_WINDOW
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream.core.events.decode import MAX_LINE_BYTES, EventDecoder

@@ -71,9 +71,17 @@ __all__ = [
 
 
 class Payload(msgspec.Struct, frozen=True, gc=False):
-    """Base of every payload; ``kind`` is its wire key."""
+    """Base of every payload; ``kind`` is its wire key.
+
+    ``route_key`` names the field a check selects events of this kind by (a
+    skill id, a memory key, a tool name), ``route_metadata`` a key of the
+    event's metadata instead (a bot message's response name); the compiler
+    indexes assertions by it, so an event reaches only the checks naming it.
+    """
 
     kind: ClassVar[str]
+    route_key: ClassVar[str | None] = None
+    route_metadata: ClassVar[str | None] = None
 
 
 class SessionStarted(Payload, frozen=True, gc=False):
@@ -97,6 +105,7 @@ class Bot(Payload, frozen=True, gc=False):
     text: str | None = None
     data: dict[str, Any] | None = None
     kind: ClassVar[str] = "bot"
+    route_metadata: ClassVar[str | None] = "utter_action"
 
 
 class MemorySet(Payload, frozen=True, gc=False):
@@ -105,16 +114,19 @@ class MemorySet(Payload, frozen=True, gc=False):
     key: str
     value_json: str
     kind: ClassVar[str] = "memory_set"
+    route_key: ClassVar[str | None] = "key"
 
 
 class MemoryCleared(Payload, frozen=True, gc=False):
     key: str
     kind: ClassVar[str] = "memory_cleared"
+    route_key: ClassVar[str | None] = "key"
 
 
 class SkillEvent(Payload, frozen=True, gc=False):
     skill_id: str
     step_id: str | None = None
+    route_key: ClassVar[str | None] = "skill_id"
 
 
 class SkillActivated(SkillEvent, frozen=True, gc=False):
@@ -141,6 +153,7 @@ class OrderedBlockEvent(Payload, frozen=True, gc=False):
     skill_id: str
     block_id: str
     step_id: str | None = None
+    route_key: ClassVar[str | None] = "skill_id"
 
 
 class OrderedBlockEntered(OrderedBlockEvent, frozen=True, gc=False):
@@ -174,6 +187,7 @@ class ToolExecuted(Payload, frozen=True, gc=False):
     error_message: str | None = None
     mcp_server: str | None = None
     kind: ClassVar[str] = "tool_executed"
+    route_key: ClassVar[str | None] = "tool_name"
 
 
 class Skipped(Payload, frozen=True, gc=False):
