@@ -36,6 +36,7 @@ the mantle_stream column of docs/semantics.md's "Divergences" table.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -523,7 +524,7 @@ def eval_sequencing(steps: Sequence[Mapping[str, Any]], events: Sequence[Event])
     start = 0
     matched: int | None = None
     for step in steps:
-        matched = first_match(events[start:], lambda event, step=step: matches_step(step, event))
+        matched = first_match(events[start:], functools.partial(matches_step, step))
         if matched is None:
             return (FAILED, None)
         matched += start

@@ -211,7 +211,7 @@ MESSAGE_CASES = [
     ),
     pytest.param(
         {"buttons": [{"title": "Yes"}]},
-        bot("?", buttons=["Yes"]),
+        bot("?", buttons=["Yes"]),  # type: ignore[list-item]  # odd data on purpose
         False,
         id="buttons-odd-data-never-matches",
     ),

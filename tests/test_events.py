@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -526,7 +527,7 @@ def test_the_engine_rejects_what_the_decoder_rejects(line: bytes) -> None:
 
 def _minimal_payloads() -> dict[str, dict[str, object]]:
     """The smallest valid payload object of every kind, by wire key."""
-    required = {
+    required: dict[str, dict[str, object]] = {
         "memory_set": {"key": "a.b", "value_json": "1"},
         "memory_cleared": {"key": "a.b"},
         "tool_executed": {"tool_name": "t", "source": "local"},
@@ -564,7 +565,11 @@ def test_exactly_one_payload_whichever_keys_are_set(keys: tuple[str, ...]) -> No
     assert (single is not None) == (len(keys) == 1)
     if single is not None:
         assert single is getattr(event, keys[0])
-    for push in (lambda ev: ev.push(event), lambda ev: ev.push_chunk(line + b"\n")):
+    pushes: tuple[Callable[[ms.Evaluator], object], ...] = (
+        lambda ev: ev.push(event),
+        lambda ev: ev.push_chunk(line + b"\n"),
+    )
+    for push in pushes:
         evaluator = ms.Evaluator([scenario({"memory_was_set": [{"name": "a.b"}]})])
         if len(keys) == 1:
             push(evaluator)

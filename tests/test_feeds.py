@@ -387,7 +387,7 @@ async def test_follow_never_ends_by_itself(tmp_path: Path) -> None:
 async def reply_to_every_line(feed: Feed, seen: dict[Peer, list[tuple[int, bytes]]]) -> None:
     """A consumer: records each line under its peer and acknowledges it."""
     async for chunk in feed:
-        assert chunk.peer is not None
+        assert isinstance(chunk.peer, Peer)  # a socket's peer: it can send(), not only post()
         for number, line in numbered(chunk):
             seen.setdefault(chunk.peer, []).append((number, line))
             await chunk.peer.send(b"ack " + line.rstrip(b"\r\n"))

@@ -21,6 +21,7 @@ from anyio.abc import ByteStream, SocketAttribute, SocketStream
 
 from mantle_stream import FeedError
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds.base import Peer
 from mantle_stream.feeds.sockets import _is_loopback
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
@@ -46,7 +47,7 @@ class Consumer:
 
     async def run(self) -> None:
         async for chunk in self.feed:
-            assert chunk.peer is not None
+            assert isinstance(chunk.peer, Peer)  # a socket's peer: it can send(), not only post()
             for offset, line in enumerate(chunk.data.splitlines(keepends=True)):
                 self.lines.append((chunk.peer.name, chunk.first_line + offset, line))
                 await chunk.peer.send(self._reply(line))

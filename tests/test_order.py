@@ -503,7 +503,7 @@ def test_junit_writes_conversations_as_they_are_let_go_of(tmp_path: Path) -> Non
             assert [p.name[:11] for p in tmp_path.iterdir()] == [".junit.xml-"]
     writer.finish(ms.build_report(evaluator))
     root = ET.parse(tmp_path / "junit.xml").getroot()
-    names = [s.get("name") for s in root.findall("testsuite")]
+    names = [s.attrib["name"] for s in root.findall("testsuite")]
     assert sorted(names) == sorted(f"c{n}" for n in range(50))
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("50", "10", "0")
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]

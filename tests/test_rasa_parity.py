@@ -179,15 +179,15 @@ def test_events_before_the_first_real_message_are_turn_zero() -> None:
 
 @pytest.mark.parametrize("source", ["local", "mcp"])
 def test_framework_tools_are_recognised_by_name_whatever_their_source(source: str) -> None:
-    server = {"server": "forms"} if source == "mcp" else {}
+    server = "forms" if source == "mcp" else None
     assert_outcome(
         within(call("check_balance"), call("get_limits"), extras=False),
         [
             user(),
             bal,
-            tool("set_fields", source=source, **server),
+            tool("set_fields", source=source, server=server),
             limits,
-            tool("listen", source=source, **server),
+            tool("listen", source=source, server=server),
             D(user("thanks")),
         ],
         "passed",

@@ -36,7 +36,8 @@ def evaluator(**options: Any) -> ms.Evaluator:
 
 def report_of(ev: ms.Evaluator) -> dict[str, Any]:
     """The report as the CLI prints it with ``--results``."""
-    return json.loads(ms.build_report(ev, RECORDED).to_json())
+    report: dict[str, Any] = json.loads(ms.build_report(ev, RECORDED).to_json())
+    return report
 
 
 def uninterrupted() -> dict[str, Any]:
@@ -566,9 +567,10 @@ def test_periodic_checkpoints_are_written_off_the_event_loop(
 
     import mantle_stream.runner as run_module
     from mantle_stream.feeds import open_feed
+    from mantle_stream.outputs.state import write_checkpoint
 
     threads: list[bool] = []
-    real = run_module.write_checkpoint
+    real = write_checkpoint  # what the runner calls, until patched below
 
     def spy(path: str, data: bytes) -> None:
         threads.append(threading.current_thread() is threading.main_thread())

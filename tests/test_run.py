@@ -230,14 +230,13 @@ async def test_follow_ends_once_every_conversation_ended(tmp_path: Path) -> None
 
     async def simulator() -> None:
         await anyio.sleep(0.2)  # the file does not exist yet when the run starts
+        payloads: list[dict[str, Any]] = [
+            {"user": {"text": "hi"}},
+            {"skill_activated": {"skill_id": "card_replace"}},
+            {"session_ended": {}},
+        ]
         with path.open("ab") as fh:
-            for seq, payload in enumerate(
-                [
-                    {"user": {"text": "hi"}},
-                    {"skill_activated": {"skill_id": "card_replace"}},
-                    {"session_ended": {}},
-                ]
-            ):
+            for seq, payload in enumerate(payloads):
                 fh.write(line("c", seq, **payload))
                 fh.flush()
                 await anyio.sleep(0.05)

@@ -38,8 +38,10 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from reference_batch import (
+    BLOCK_KINDS,
     ENVELOPE_KEYS,
     FRAMEWORK_TOOLS,
+    SKILL_KINDS,
     SKIPPED_KINDS,
     assignment_exists,
     brute_force_assignment_exists,
@@ -53,11 +55,9 @@ from reference_batch import (
 )
 from strategies import (
     ASSERTION_KINDS,
-    BLOCK_KINDS,
     FRAMEWORK_TOOL_NAMES,
     NON_TURN_TEXTS,
     OTHER_KINDS,
-    SKILL_KINDS,
     TURN_TEXTS,
     Feed,
     abstract_conversations,
@@ -327,8 +327,8 @@ def expected_report_points(feed: Feed, conversation_id: str, wait_for_zero: bool
             end = points[position]
             break
     expected: dict[int, int] = {}
-    for index, (_, position) in enumerate(evaluate_positions(feed.assertions, events)):
-        expected[index] = end if position is None else points[position]
+    for index, (_, deciding) in enumerate(evaluate_positions(feed.assertions, events)):
+        expected[index] = end if deciding is None else points[deciding]
     return expected
 
 
@@ -655,7 +655,10 @@ def test_oracle_reads_a_tracker_document() -> None:
         {"event": "stack", "timestamp": 1.0, "update": "[]"},
     ]
     events = [flat(event) for event in ALL_PASS_CONVERSATION]
-    document = {"sender_id": CID, "events": [*legacy[:2], *events[:9], *legacy[2:], *events[9:]]}
+    document: dict[str, Any] = {
+        "sender_id": CID,
+        "events": [*legacy[:2], *events[:9], *legacy[2:], *events[9:]],
+    }
     assert evaluate(REFERENCE_EXAMPLES, document["events"]) == [
         (v, None) for v, _ in ALL_PASS_EXPECTED
     ]
