@@ -1,0 +1,277 @@
+"""Checkpoints: an evaluator's state as JSON, to resume a run after a restart.
+
+What is saved: every judged conversation's state (machine states, verdicts,
+ordering), encoded once for a finished conversation, and the counters; a
+fingerprint of each scenario's assertions, so an edited scenario cannot
+resume machines compiled from the old one. Events held in a reorder window
+are not saved: they were not applied, so a re-read delivers them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from typing import Any
+
+import msgspec
+
+from mantle_stream.core.assertions.base import UNTOUCHED
+from mantle_stream.core.assertions.compiler import Plan
+from mantle_stream.core.engine.conversation import (
+    RECENT_IDS,
+    Conversation,
+)
+from mantle_stream.core.errors import UsageError
+from mantle_stream.core.verdicts import (
+    Decision,
+)
+
+__all__ = ["Checkpoint", "Checkpoints", "ConversationState"]
+
+
+class ConversationState(msgspec.Struct, frozen=True):
+    """Checkpoint of one judged conversation: plain data, msgspec-serializable."""
+
+    conversation_id: str
+    scenario: str
+    events: int
+    last_seq: int
+    turn: int
+    armed: list[int]
+    results: list[Decision | None]
+    machines: list[list[Any] | None]
+    finished: bool = False
+    unsequenced: int = 0  # rows without a sequence seen (replayed ones are skipped)
+    recent_ids: list[str] = []
+    gave_up: list[tuple[int, int]] = []
+    stopped: Decision | None = None
+    late_max: int = -1  # the highest sequence that came after the end
+    first_time: float | str | None = None  # timestamps of its first and last applied events
+    last_time: float | str | None = None
+
+
+class Checkpoint(msgspec.Struct, frozen=True):
+    """Everything an evaluator needs to resume: see :meth:`Evaluator.checkpoint`."""
+
+    version: int
+    scenarios: list[str]
+    conversations: list[ConversationState]  # encoded once each after they finish
+    # Per scenario, a digest of its assertions: an edited scenario of the same
+    # name must not resume machines compiled from the old one.
+    fingerprints: list[str] = []
+    omitted: dict[str, int] = {}  # conversations let go of (keep_finished), counted
+    events: int = 0
+    late_events: int = 0
+    duplicates: int = 0
+    gaps: int = 0
+    decisions: int = 0
+    passed: int = 0
+    failed: int = 0
+
+
+_CHECKPOINT_VERSION = 2
+_checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
+_checkpoint_encoder = msgspec.json.Encoder()
+
+
+class Checkpoints:
+    """Saving and restoring state: a mixin of :class:`~.evaluator.Evaluator`."""
+
+    _plans: list[Plan]
+    _by_name: dict[str, Plan]
+    _convs: dict[str, Conversation]
+    _open_convs: dict[str, Conversation]
+    _judged: int
+    _omitted: dict[str, int]
+    _frozen: dict[str, msgspec.Raw]
+    _unfrozen: deque[str] | None
+    _events: int
+    _held: int
+    _late: int
+    _duplicates: int
+    _gaps: int
+    _decisions: int
+    _passed: int
+    _failed: int
+
+    def conversation_state(self, conversation_id: str) -> ConversationState:
+        """The state of one judged conversation as plain data."""
+        conv = self._convs.get(conversation_id)
+        if conv is None or conv.plan is None:
+            raise UsageError(f"no judged conversation `{conversation_id}`")
+        waiting = [e.event_id for _, _, e, _ in conv.held or () if e.sequence is None]
+        return ConversationState(
+            conversation_id=conv.cid,
+            scenario=conv.plan.scenario.name,
+            events=conv.events,
+            last_seq=conv.last_seq,
+            turn=conv.turn,
+            armed=list(conv.armed),
+            results=list(conv.results),
+            machines=[
+                None if m is None else conv.plan.fresh_states[i] if m is UNTOUCHED else m.state()
+                for i, m in enumerate(conv.machines)
+            ],
+            # Rows without a sequence still held were not applied: a re-read must
+            # see them as new, neither replayed nor repeated.
+            finished=conv.finished,
+            unsequenced=conv.unsequenced - len(waiting),
+            recent_ids=[i for i in conv.recent_ids or () if i not in set(waiting)],
+            gave_up=list(conv.gave_up or ()),
+            late_max=conv.late_max,
+            first_time=conv.first_time,  # type: ignore[arg-type]
+            last_time=conv.last_time,  # type: ignore[arg-type]
+            stopped=conv.stopped,
+        )
+
+    def restore_conversation(self, state: ConversationState) -> None:
+        """Re-open (or re-record, if finished) a conversation from its state.
+
+        Events of it that arrive again are counted as replayed and skipped: a
+        sequence it already applied, or one of the first ``unsequenced`` rows
+        without a sequence. So a feed can be re-read from the start.
+        """
+        plan = self._by_name.get(state.scenario)
+        if plan is None:
+            raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
+        machines = len(plan.kinds) if state.finished else len(state.machines)
+        if not len(state.results) == machines == len(plan.kinds):  # (an ended one keeps none)
+            raise ValueError(
+                f"{len(state.results)} results and {len(state.machines)} machines "
+                f"saved for {len(plan.kinds)} assertions"
+            )
+        conv = Conversation(state.conversation_id, plan)
+        conv.events, conv.turn, conv.armed = state.events, state.turn, list(state.armed)
+        conv.last_seq = conv.replay_upto = conv.max_seen = state.last_seq
+        conv.unsequenced = conv.replay_unsequenced = state.unsequenced
+        if state.recent_ids:
+            conv.recent_ids = deque(state.recent_ids, maxlen=RECENT_IDS)
+        conv.gave_up = [(lo, hi) for lo, hi in state.gave_up] or None
+        conv.late_max = conv.replay_late = state.late_max
+        conv.first_time, conv.last_time = state.first_time, state.last_time
+        conv.stopped = state.stopped
+        conv.results = list(state.results)
+        conv.finished = state.finished
+        if state.finished:
+            conv.machines = []
+        else:
+            for index, machine_state in enumerate(state.machines):
+                if machine_state is None:
+                    conv.machines[index] = None
+                elif machine_state != plan.fresh_states[index]:
+                    machine = conv.machines[index] = plan.machine(index)
+                    machine.restore(machine_state)
+        conv.pending = sum(1 for r in conv.results if r is None)
+        conv.failed = any(r is not None and r.verdict == "failed" for r in conv.results)
+        if conv.cid not in self._convs:
+            self._judged += 1
+        self._convs[conv.cid] = conv
+        if not conv.finished:
+            self._open_convs[conv.cid] = conv
+
+    def freeze_finished(self, limit: int) -> int:
+        """Encode up to ``limit`` finished conversations for the next :meth:`checkpoint`;
+        return how many are still waiting.
+
+        A finished conversation never changes again, so it is encoded once. A
+        live run calls this in slices between chunks before each checkpoint,
+        so that encoding thousands of newly finished conversations never
+        holds the event loop at once; :meth:`checkpoint` encodes what is left.
+        """
+        queue = self._unfrozen
+        if queue is None:  # the first call: every finished conversation so far
+            queue = self._unfrozen = deque(
+                c.cid for c in self._convs.values() if c.finished and c.plan is not None
+            )
+        frozen, convs = self._frozen, self._convs
+        while limit > 0 and queue:
+            cid = queue.popleft()
+            if cid in convs and cid not in frozen:  # (not let go of already)
+                frozen[cid] = msgspec.Raw(_checkpoint_encoder.encode(self.conversation_state(cid)))
+                limit -= 1
+        return len(queue)
+
+    def checkpoint(self) -> bytes:
+        """Every judged conversation's state and the counters, as JSON bytes.
+
+        Events held in a reorder window are not included: they were not
+        applied, so re-reading the feed delivers them again.
+        """
+        self.freeze_finished(len(self._convs))
+        frozen = self._frozen
+        states: list[Any] = [
+            frozen[conv.cid] if conv.finished else self.conversation_state(conv.cid)
+            for conv in self._convs.values()
+            if conv.plan is not None
+        ]
+        return _checkpoint_encoder.encode(
+            Checkpoint(
+                version=_CHECKPOINT_VERSION,
+                scenarios=[p.scenario.name for p in self._plans],
+                fingerprints=self._fingerprints(),
+                omitted=dict(self._omitted),
+                conversations=states,
+                # Held events were not applied, and conversations not judged are not
+                # saved: a re-read counts both again.
+                events=self._events
+                - self._held
+                - sum(c.events for c in self._convs.values() if c.plan is None),
+                late_events=self._late,
+                duplicates=self._duplicates,
+                gaps=self._gaps,
+                decisions=self._decisions,
+                passed=self._passed,
+                failed=self._failed,
+            )
+        )
+
+    def _fingerprints(self) -> list[str]:
+        return [
+            hashlib.sha256(msgspec.json.encode(p.scenario.assertions)).hexdigest()[:16]
+            for p in self._plans
+        ]
+
+    def restore(self, data: bytes) -> None:
+        """Resume from :meth:`checkpoint` output (into a fresh evaluator, same scenarios)."""
+        try:
+            saved = _checkpoint_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise UsageError(f"not a mantle-stream checkpoint: {exc}") from None
+        if saved.version != _CHECKPOINT_VERSION:
+            raise UsageError(f"checkpoint version {saved.version} is not supported")
+        names = [p.scenario.name for p in self._plans]
+        if saved.scenarios != names:
+            raise UsageError(
+                "the checkpoint was taken with other scenarios "
+                f"({', '.join(saved.scenarios)}); load the same ones to resume"
+            )
+        changed = [
+            name
+            for name, old, new in zip(
+                names, saved.fingerprints or [""] * len(names), self._fingerprints(), strict=True
+            )
+            if old != new
+        ]
+        if changed:
+            raise UsageError(
+                f"the checkpoint was taken before scenario {', '.join(f'`{n}`' for n in changed)} "
+                "changed: its saved verdicts and machines belong to other assertions; remove "
+                "the state file to judge the feed afresh"
+            )
+        if self._convs:
+            raise UsageError("restore into a fresh evaluator")
+        for state in saved.conversations:
+            try:
+                self.restore_conversation(state)
+            except (IndexError, KeyError, TypeError, ValueError) as exc:
+                raise UsageError(
+                    f"the checkpoint is damaged (conversation "
+                    f"`{state.conversation_id}`: {exc}); remove the state file "
+                    "to judge the feed afresh"
+                ) from None
+        self._events, self._late = saved.events, saved.late_events
+        self._duplicates, self._gaps = saved.duplicates, saved.gaps
+        # Bad lines are not checkpointed: they belong to no conversation, and
+        # re-reading the feed meets (and counts) them again.
+        self._decisions, self._passed, self._failed = saved.decisions, saved.passed, saved.failed
+        self._omitted.update(saved.omitted)

@@ -1,0 +1,186 @@
+"""One conversation's state in the engine, and the limits that bound it.
+
+A :class:`Conversation` is everything the evaluator keeps per conversation:
+its scenario (see :class:`Naming`), its machines and verdicts, its turn, and
+the ordering state (last applied ``sequence``, held events, given-up gaps,
+recent ids of rows without a sequence). Every field is bounded by the
+scenario or by a constant here, never by the conversation's length.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import msgspec
+
+from mantle_stream.core.assertions.compiler import Plan
+from mantle_stream.core.errors import EventError
+from mantle_stream.core.events.model import (
+    Event,
+    Payload,
+)
+from mantle_stream.core.verdicts import (
+    Decision,
+)
+
+__all__ = [
+    "MAX_SEQUENCE_JUMP",
+    "MAX_TOMBSTONES",
+    "MAX_UNNAMED_BUFFER",
+    "MAX_UNNAMED_BYTES",
+    "RECENT_GAPS",
+    "RECENT_IDS",
+    "Conversation",
+    "Irregular",
+    "LineFinder",
+    "Naming",
+    "UnmatchedConversation",
+]
+
+#: Events, and their bytes (as JSON), kept for a conversation that has not yet
+#: named its scenario; beyond either it is given up on (``unnamed_given_up``).
+MAX_UNNAMED_BUFFER = 1000
+MAX_UNNAMED_BYTES = 1 << 20
+_json_encode = msgspec.json.Encoder().encode
+#: Event ids remembered per conversation for events that carry no sequence.
+RECENT_IDS = 64
+#: A jump in one conversation's `sequence` past which it is a wrong number, not a
+#: gap (a Mantle conversation has at most 30 simulated turns: some hundreds of events).
+MAX_SEQUENCE_JUMP = 100_000
+#: Ids of conversations let go of (keep_finished) remembered to count late events.
+MAX_TOMBSTONES = 100_000
+#: Given-up gaps remembered per conversation, to tell late events from duplicates.
+RECENT_GAPS = 16
+
+
+class Naming:
+    """Which scenario judges a conversation, as far as the engine knows so far."""
+
+    JUDGED = "judged"  # it has its plan
+    WAITING = "waiting"  # several scenarios, none named yet: its events are buffered
+    NOT_LOADED = "not loaded"  # it named a scenario not loaded (``requested``): never judged
+    GAVE_UP = "gave up"  # it named none within the buffer's limits: never judged
+
+
+class UnmatchedConversation(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A conversation judged against no scenario: it named none, or an unknown one.
+
+    ``did_you_mean``: the loaded scenario (name or file stem) closest to the
+    one it named, when one is close.
+    """
+
+    conversation_id: str
+    scenario: str | None
+    events: int
+    did_you_mean: str | None = None
+
+
+class Irregular(Exception):
+    """An EventError at a position of a decoded chunk (to find its line)."""
+
+    def __init__(self, error: EventError, position: int) -> None:
+        self.error = error
+        self.position = position
+
+
+class LineFinder:
+    """The i-th line of a chunk, for the rare events decoded again from their line.
+
+    Lines are asked for in increasing order, so the search goes on from the
+    end of the last one found: a chunk is scanned at most once, and not at
+    all when every event in it is regular (splitting each chunk would cost
+    more than skipping the events that need it).
+    """
+
+    __slots__ = ("chunk", "end", "index")
+
+    def __init__(self, chunk: bytes) -> None:
+        self.chunk = chunk
+        self.index = -1  # the last line found, which ends at `end`
+        self.end = -1
+
+    def line(self, index: int) -> bytes:
+        find = self.chunk.find
+        i, end = self.index, self.end
+        if index <= i:
+            i = end = -1
+        while True:
+            start = end + 1
+            end = find(b"\n", start)
+            i += 1
+            if i == index or end < 0:
+                break
+        self.index, self.end = i, end
+        return self.chunk[start:] if end < 0 else self.chunk[start:end]
+
+
+class Conversation:
+    __slots__ = (
+        "armed",
+        "buffer",
+        "buffered",
+        "cid",
+        "events",
+        "failed",
+        "finished",
+        "first_time",
+        "gave_up",
+        "held",
+        "last_seq",
+        "last_time",
+        "late_max",
+        "machines",
+        "max_seen",
+        "naming",
+        "owner",
+        "pending",
+        "plan",
+        "recent_ids",
+        "replay_late",
+        "replay_unsequenced",
+        "replay_upto",
+        "requested",
+        "results",
+        "stopped",
+        "turn",
+        "unsequenced",
+    )
+
+    def __init__(self, cid: str, plan: Plan | None) -> None:
+        self.cid = cid
+        self.plan = plan
+        self.machines: list[Any] = list(plan.untouched) if plan else []
+        self.results: list[Decision | None] = [None] * len(self.machines)
+        self.pending = len(self.machines)
+        self.failed = False  # an assertion has failed
+        self.events = 0
+        self.turn = 0
+        self.armed: list[int] = []  # machines to show the next turn-starting user event
+        self.finished = False
+        self.stopped: Decision | None = None  # the simulator was told to stop, after this
+        self.owner: object = None  # the connection whose conversation it is (see push_chunk)
+        self.naming = Naming.JUDGED if plan else Naming.WAITING
+        self.requested: str | None = None  # the scenario it named (Naming.NOT_LOADED)
+        # (event, payload) held until the scenario is named
+        self.buffer: list[tuple[Event, Payload]] | None = None
+        self.buffered = 0  # bytes in it (as JSON)
+        # Ordering: events are applied in `sequence` order. `last_seq` is the
+        # last applied (everything at or below it is a duplicate or too late);
+        # `held` keeps events that arrived after a gap, at most the reorder
+        # window, as a heap of (sequence, arrival, event). A row without a
+        # sequence that arrives while events are held waits behind the highest
+        # sequence that had arrived before it (`max_seen`).
+        self.last_seq = -1
+        self.max_seen = -1
+        self.held: list[tuple[int, int, Event, Payload]] | None = None
+        self.gave_up: list[tuple[int, int]] | None = None  # gaps given up on, for late events
+        self.replay_upto = -1  # restored from a checkpoint: sequences applied before
+        self.late_max = -1  # the highest sequence that came after the end
+        # Timestamps of its first applied event and of its session_ended.
+        self.first_time: object = None
+        self.last_time: object = None
+        self.replay_late = -1  # ... before a restore
+        self.unsequenced = 0  # rows without a sequence seen so far
+        self.replay_unsequenced = 0  # ... of which this many were seen before a restore
+        self.recent_ids: deque[str] | None = None  # ids of recent sequence-less events

@@ -1,0 +1,219 @@
+"""Order: events applied in ``sequence`` order, whatever order they arrive in.
+
+The evaluator's hot loop applies an event that is the next in its
+conversation at once; everything else comes here: rows without a sequence
+(arrival order, de-duplicated by ``event_id``), events after a gap (held in
+the reorder window until the gap fills or is given up on), duplicates, late
+events, and events seen again after a restore.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from mantle_stream.core.engine.conversation import (
+    MAX_SEQUENCE_JUMP,
+    RECENT_GAPS,
+    RECENT_IDS,
+    Conversation,
+    Irregular,
+)
+from mantle_stream.core.errors import EventError
+from mantle_stream.core.events.model import (
+    Event,
+    Payload,
+)
+from mantle_stream.core.verdicts import (
+    Decision,
+)
+
+__all__ = ["Ordering"]
+
+
+class Ordering:
+    """The evaluator's ordering: a mixin of :class:`~.evaluator.Evaluator`."""
+
+    reorder_window: int
+    _replayed: int
+    _duplicates: int
+    _late: int
+    _gaps: int
+    _held: int
+    _arrivals: int
+    _releasing: bool
+    _events: int
+
+    def _run(
+        self, events: list[Event], out: list[Decision], *, known: Payload | None = None
+    ) -> None:
+        """Apply events (the evaluator's hot loop)."""
+        raise NotImplementedError
+
+    def _out_of_order(
+        self,
+        conv: Conversation,
+        event: Event,
+        payload: Payload,
+        seq: int | None,
+        out: list[Decision],
+        position: int,
+    ) -> int | None:
+        """An event without a sequence, or not the next one: None to apply it now, else
+        how many events it counts as replayed (0 or 1) once held, skipped or counted.
+
+        A row without a sequence is applied in arrival order (its ``event_id`` is
+        the only way to know it was seen before); one after a gap is held in the
+        reorder window; one at or below the last applied is a duplicate, late,
+        or replayed after a restore; one far beyond any before is a bad event.
+        """
+        if seq is None:
+            if conv.replay_unsequenced:
+                conv.replay_unsequenced -= 1  # seen before the restore
+                self._replayed += 1
+                return 1
+            conv.unsequenced += 1
+            if event.event_id and self._seen_id(conv, event.event_id):
+                self._duplicates += 1
+                return 0
+            if conv.held:
+                self._hold(conv, conv.max_seen, event, payload, out)
+                return 0
+            return None
+        if seq <= conv.last_seq:
+            return self._behind(conv, seq)
+        if seq > conv.max_seen:
+            if conv.max_seen >= 0 and seq - conv.max_seen > MAX_SEQUENCE_JUMP:
+                # A typo of 10**12 would otherwise become the high-water mark and
+                # make every later event a duplicate.
+                raise Irregular(
+                    EventError(
+                        f"`sequence` {seq} is more than {MAX_SEQUENCE_JUMP:,} beyond the "
+                        f"highest this conversation has had ({conv.max_seen}): a wrong "
+                        "number, not a gap"
+                    ),
+                    position,
+                )
+            conv.max_seen = seq
+        if self.reorder_window:
+            self._hold(conv, seq, event, payload, out)
+            return 0
+        self._give_up(conv, conv.last_seq + 1, seq - 1)  # no window: no waiting
+        conv.last_seq = seq
+        return None
+
+    def _behind(self, conv: Conversation, seq: int) -> int:
+        """An event at or below the last applied sequence: 1 if it was replayed."""
+        if seq <= conv.replay_upto:
+            self._replayed += 1  # applied before the restart
+            return 1
+        if conv.gave_up and any(lo <= seq <= hi for lo, hi in conv.gave_up):
+            self._late += 1  # its gap was given up on before it came
+        else:
+            self._duplicates += 1
+        return 0
+
+    def _after_end(self, conv: Conversation, event: Event) -> int:
+        """An event of a conversation that has ended: 1 if it was replayed."""
+        seq = event.sequence
+        if seq is None:
+            if conv.replay_unsequenced:
+                conv.replay_unsequenced -= 1
+                self._replayed += 1
+                return 1
+            conv.unsequenced += 1
+            if event.event_id and self._seen_id(conv, event.event_id):
+                self._duplicates += 1
+            else:
+                self._late += 1
+            return 0
+        if seq <= conv.last_seq:
+            return self._behind(conv, seq)
+        if seq <= conv.replay_late:
+            self._replayed += 1  # counted late before the restart
+            return 1
+        self._late += 1
+        conv.late_max = max(conv.late_max, seq)  # saved, so a resume counts it once
+        return 0
+
+    def _seen_id(self, conv: Conversation, event_id: str) -> bool:
+        """Remember the ids of recent sequence-less events (at most RECENT_IDS)."""
+        recent = conv.recent_ids
+        if recent is None:
+            recent = conv.recent_ids = deque(maxlen=RECENT_IDS)
+        elif event_id in recent:
+            return True
+        recent.append(event_id)
+        return False
+
+    def _hold(
+        self, conv: Conversation, key: int, event: Event, payload: Payload, out: list[Decision]
+    ) -> None:
+        """Keep an event that arrived after a gap, in sequence order.
+
+        ``key`` is its sequence, or for a row without one the highest sequence
+        that had arrived before it. When the window overflows, the oldest gap
+        is given up on.
+        """
+        held = conv.held
+        if held is None:
+            held = conv.held = []
+        heapq.heappush(held, (key, self._arrivals, event, payload))
+        self._arrivals += 1
+        self._held += 1
+        if len(held) > self.reorder_window:
+            self._release(conv, out, force=1)
+
+    def _release(self, conv: Conversation, out: list[Decision], *, force: int = 0) -> None:
+        """Apply the held events that are next in order; ``force`` gaps given up on."""
+        held = conv.held
+        self._releasing = True
+        try:
+            while held and not conv.finished:
+                key, _, event, payload = held[0]
+                if event.sequence is None:
+                    if key > conv.last_seq:  # (the events it waits behind are held too)
+                        if force <= 0:
+                            break  # waits behind events it arrived after
+                        force -= 1
+                        self._give_up(conv, conv.last_seq + 1, key)
+                        conv.last_seq = key
+                elif key <= conv.last_seq:  # held twice: the first copy was applied
+                    heapq.heappop(held)
+                    self._held -= 1
+                    self._duplicates += 1
+                    continue
+                elif key != conv.last_seq + 1:
+                    if force <= 0:
+                        break
+                    force -= 1
+                    self._give_up(conv, conv.last_seq + 1, key - 1)
+                    conv.last_seq = key - 1
+                heapq.heappop(held)
+                self._held -= 1
+                self._events -= 1  # counted once already, when it arrived
+                self._run([event], out, known=payload)
+        finally:
+            self._releasing = False
+        if not held:
+            conv.held = None
+
+    def _give_up(self, conv: Conversation, lo: int, hi: int) -> None:
+        self._gaps += 1
+        gave_up = conv.gave_up
+        if gave_up is None:
+            gave_up = conv.gave_up = []
+        gave_up.append((lo, hi))
+        if len(gave_up) > RECENT_GAPS:
+            del gave_up[0]
+
+    def _drop_held(self, conv: Conversation) -> None:
+        """The conversation ended: events still held came after its end (or twice)."""
+        if conv.held:
+            again = sum(
+                1 for key, _, e, _ in conv.held if e.sequence is not None and key <= conv.last_seq
+            )
+            self._duplicates += again
+            self._late += len(conv.held) - again
+            self._held -= len(conv.held)
+        conv.held = None
