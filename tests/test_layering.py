@@ -54,6 +54,7 @@ CORE_LIBRARIES = {
     "contextlib",
     "dataclasses",
     "difflib",
+    "enum",
     "functools",
     "hashlib",
     "heapq",

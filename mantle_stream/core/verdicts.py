@@ -2,15 +2,44 @@
 
 Produced by the engine, consumed at the edges (report, live view, JSONL,
 JUnit, socket stop messages). Plain data: they encode to JSON as they are.
+
+One family, each shape declared once:
+
+* :class:`VerdictRecord` — one assertion's verdict (``index``, ``kind``,
+  ``verdict``, ``decided_at``, ``reason``): a row of the JSON report and the
+  ``assertion`` of a :class:`StopMessage`;
+* :class:`AssertionResult` — a VerdictRecord with the ``turn`` it was decided
+  in: the rows of a :class:`ConversationResult`;
+* :class:`DecisionRecord` — a verdict with the conversation it belongs to
+  (``conversation_id``, ``scenario``, then a VerdictRecord's fields): a line
+  of the JSONL stream;
+* :class:`Decision` — a DecisionRecord with its ``turn``: what the engine
+  emits.
+
+A record is turned into another shape of the family with ``Shape.of(record)``
+(the fields taken by name), never field by field. The JSON shapes are
+published contracts (README): add, never rename or reorder.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+import operator
+from collections.abc import Callable
+from typing import Any, Literal, Self
 
 import msgspec
 
-__all__ = ["AssertionResult", "ConversationResult", "Decision", "Statistics", "Verdict"]
+__all__ = [
+    "AssertionResult",
+    "ConversationResult",
+    "Decision",
+    "DecisionRecord",
+    "Statistics",
+    "StopMessage",
+    "Verdict",
+    "VerdictRecord",
+]
 
 #: ``skipped``: still pending when a conversation mantle_stream had stopped
 #: early ended; ``errored``: could not be evaluated. ``pending`` only in live
@@ -18,12 +47,44 @@ __all__ = ["AssertionResult", "ConversationResult", "Decision", "Statistics", "V
 Verdict = Literal["pending", "passed", "failed", "skipped", "errored"]
 
 
-class Decision(msgspec.Struct, frozen=True, gc=False):
-    """One assertion of one conversation was decided; it never changes again.
+@functools.cache
+def _fields_getter(shape: type[msgspec.Struct]) -> Callable[[object], tuple[Any, ...]]:
+    """Reads a shape's fields, by name and in its order, off any record that has them."""
+    return operator.attrgetter(*shape.__struct_fields__)
 
-    ``decided_at`` is the ``sequence`` of the deciding event, or None when
-    the end of the conversation decided it. ``turn`` is the user turn
-    (0 before the first user message) the conversation was in.
+
+class VerdictRecord(msgspec.Struct, frozen=True, gc=False):
+    """One assertion's verdict: the fields every record of the family shares.
+
+    On the wire (the JSON report's ``assertions``, a stop message's
+    ``assertion``): ``{"index": 5, "kind": "tool_executed", "verdict":
+    "failed", "decided_at": 19, "reason": "..."}``. ``decided_at`` is the
+    ``sequence`` of the deciding event, or None when the end of the
+    conversation decided it (or nothing has yet).
+    """
+
+    index: int
+    kind: str
+    verdict: Verdict
+    decided_at: int | None = None
+    reason: str = ""
+
+    @classmethod
+    def of(cls, record: VerdictRecord | DecisionRecord) -> Self:
+        """This shape of ``record`` (a :class:`Decision`, an :class:`AssertionResult`, ...)."""
+        return cls(*_fields_getter(cls)(record))
+
+
+class AssertionResult(VerdictRecord, frozen=True, gc=False):
+    turn: int | None = None  # the user turn the conversation was in when decided
+
+
+class DecisionRecord(msgspec.Struct, frozen=True, gc=False):
+    """A verdict with its conversation: a :class:`VerdictRecord`'s fields after
+    ``conversation_id`` and ``scenario`` (a line of the JSONL stream).
+
+    Not a VerdictRecord subclass: msgspec puts inherited fields first, and a
+    Decision's positional order (``conversation_id`` first) is fixed.
     """
 
     conversation_id: str
@@ -33,16 +94,40 @@ class Decision(msgspec.Struct, frozen=True, gc=False):
     verdict: Verdict
     decided_at: int | None
     reason: str
+
+    @classmethod
+    def of(cls, record: DecisionRecord) -> Self:
+        """This shape of ``record`` (a :class:`Decision`: everything but its turn)."""
+        return cls(*_fields_getter(cls)(record))
+
+
+class Decision(DecisionRecord, frozen=True, gc=False):
+    """One assertion of one conversation was decided; it never changes again.
+
+    ``decided_at`` is the ``sequence`` of the deciding event, or None when
+    the end of the conversation decided it. ``turn`` is the user turn
+    (0 before the first user message) the conversation was in.
+    """
+
     turn: int = 0
 
 
-class AssertionResult(msgspec.Struct, frozen=True, gc=False):
-    index: int
-    kind: str
+class StopMessage(msgspec.Struct, frozen=True, tag_field="type", tag="stop"):
+    """Sent once per conversation whose outcome is settled before it ended.
+
+    On the wire (one line): ``{"type": "stop", "conversation_id": "c-17",
+    "verdict": "failed", "stop": true, "assertion": {"index": 5, "kind":
+    "tool_executed", "verdict": "failed", "decided_at": 19, "reason": "..."},
+    "events": 20}``. ``verdict`` is the conversation's: ``failed`` as soon as one
+    assertion failed (``assertion`` is that one), ``passed`` when every
+    assertion passed before the end (``assertion`` is the last decided).
+    """
+
+    conversation_id: str
     verdict: Verdict
-    decided_at: int | None = None
-    reason: str = ""
-    turn: int | None = None  # the user turn the conversation was in when decided
+    assertion: VerdictRecord
+    events: int
+    stop: bool = True
 
 
 class ConversationResult(msgspec.Struct, frozen=True):

@@ -44,7 +44,8 @@ class LineChunker:
 
     ``feed(data)`` returns the complete lines so far (possibly ``b""``);
     ``flush()`` returns the final line when the stream ended without a
-    newline. A partial line is kept only up to ``max_pending`` bytes.
+    newline. The partial line is held whole (``pending`` says how long it
+    is): the feeds cut a line longer than their limit (see ``feeds.base.Lines``).
     """
 
     __slots__ = ("_pending",)

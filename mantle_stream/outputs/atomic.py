@@ -23,6 +23,9 @@ def _umask() -> int:
 def atomic_file(path: str, *, durable: bool = False) -> Iterator[IO[bytes]]:
     """Write-then-rename: a reader (or a restart) never sees half a file.
 
+    ``durable``: the data is fsync-ed before the rename and the directory
+    after it, so the new file, whole, is what a restart after a power cut finds.
+
     The file gets the permissions a plain ``open`` would give it (0666 less
     the umask), not ``mkstemp``'s 0600.
     """
@@ -38,6 +41,12 @@ def atomic_file(path: str, *, durable: bool = False) -> Iterator[IO[bytes]]:
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
         tmp = None
+        if durable:  # the rename itself survives a crash once its directory is synced
+            directory_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(directory_fd)
+            finally:
+                os.close(directory_fd)
     except OSError as exc:
         raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
     finally:

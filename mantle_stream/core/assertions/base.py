@@ -48,6 +48,7 @@ ToolWindow (allow_extra_calls false)   pass at the user event   judge the last t
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -72,6 +73,7 @@ __all__ = [
     "Matcher",
     "Outcome",
     "Route",
+    "Step",
     "Validate",
     "fmt_value",
     "quote",
@@ -134,8 +136,18 @@ class MatchTimeout(Exception):
 #: What a machine returns when it decides: (passed, reason).
 Outcome = tuple[bool, str]
 
-#: Returned by ``step`` to be shown the next ``user`` event (compared by identity).
-ARM: Outcome = (False, "armed for the end of the turn")
+
+class Armed(enum.Enum):
+    """What ``step`` returns to be shown the next ``user`` event instead of deciding."""
+
+    ARM = "armed for the end of the turn"
+
+
+#: Returned by ``step`` to be shown the next ``user`` event (see :class:`Armed`).
+ARM = Armed.ARM
+
+#: What ``step`` returns: still pending (None), decided, or armed.
+Step = Outcome | Armed | None
 
 
 class _Untouched:
@@ -164,7 +176,7 @@ class Machine:
     def __init__(self, plan: Any) -> None:
         self.plan = plan
 
-    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Step:
         raise NotImplementedError
 
     def finish(self) -> Outcome:
@@ -198,7 +210,7 @@ class FirstMatch(Machine):
         self.near: Payload | str | None = None
         self.near_value: Any = None
 
-    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Step:
         if self.plan.matches(payload, value):
             return True, self.plan.describe()
         self.near = payload

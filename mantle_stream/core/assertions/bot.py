@@ -26,6 +26,7 @@ from mantle_stream.core.assertions.base import (
     Matcher,
     MatchTimeout,
     Outcome,
+    Step,
     quote,
 )
 from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT
@@ -289,7 +290,7 @@ class Forbidden(Machine):
     __slots__ = ()
     plan: Matcher
 
-    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Step:
         if self.plan.matches(payload, value):
             text = f"agent uttered the forbidden message ({self.plan.describe()})"
             if getattr(payload, "text", None):

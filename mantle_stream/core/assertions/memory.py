@@ -20,6 +20,7 @@ from mantle_stream.core.assertions.base import (
     Machine,
     Matcher,
     Outcome,
+    Step,
     fmt_value,
     with_near,
 )
@@ -212,7 +213,7 @@ class MemoryAll(Machine):
         # The last miss, as (matcher, payload, value), worded only on failure.
         self.near: tuple[MemoryMatcher, Payload, Any] | str | None = None
 
-    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Step:
         plan = self.plan
         for bit, matcher in plan.by_name[payload.key]:  # type: ignore[attr-defined]
             if self.done & bit:
@@ -265,7 +266,7 @@ class MemoryNotSet(Machine):
         self.plan = plan
         self.last_equal = 0  # bit i: the last write of entry i's key equalled its value
 
-    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Step:
         name: str = payload.key  # type: ignore[attr-defined]
         for bit, has_value, expected in self.plan.by_name[name]:
             if not has_value:

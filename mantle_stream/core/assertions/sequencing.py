@@ -18,6 +18,7 @@ from mantle_stream.core.assertions.base import (
     Machine,
     Matcher,
     Outcome,
+    Step,
 )
 from mantle_stream.core.events.model import Payload
 from mantle_stream.core.scenario.model import Check
@@ -79,7 +80,7 @@ class Sequence(Machine):
         self.plan = plan
         self.cursor = 0
 
-    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Step:
         matchers = self.plan.matchers
         if matchers[self.cursor].matches(payload, value):
             self.cursor += 1

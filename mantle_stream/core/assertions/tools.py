@@ -24,6 +24,7 @@ from mantle_stream.core.assertions.base import (
     Matcher,
     Outcome,
     Route,
+    Step,
     fmt_value,
 )
 from mantle_stream.core.events.model import Payload, ToolExecuted, User, metadata_field
@@ -348,7 +349,7 @@ class ToolWindow(Machine):
         self.broken: tuple[str, int] | str | None = None  # see _why
         self.best: tuple[int, int, tuple[str, int] | str | None] | None = None
 
-    def step(self, payload: Payload, value: Any, turn: int) -> Outcome | None:
+    def step(self, payload: Payload, value: Any, turn: int) -> Step:
         # Every tool run reaches a window that forbids extra calls, so the
         # common paths (a lifecycle tool, a turn already broken, a tool not
         # listed) return before any matching, and reasons are worded lazily.
