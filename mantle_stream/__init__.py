@@ -47,24 +47,32 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         AssertionResult,
         ConversationResult,
         Decision,
+        DecisionRecord,
         Statistics,
+        StopMessage,
         Verdict,
+        VerdictRecord,
     )
+    from mantle_stream.feeds import Chunk, Feed, open_feed
     from mantle_stream.outputs.report import Report, build_report, exit_status
-    from mantle_stream.runner import Runner, RunOutcome, StopMessage, run_feed
+    from mantle_stream.outputs.sink import Sink
+    from mantle_stream.runner import Runner, RunOutcome, run_feed
 
 #: Where each public name lives: loaded on first use (PEP 562), so that the
 #: command line answers ``--help`` without loading the engine.
 _LAZY = {
     "AssertionResult": "mantle_stream.core.verdicts",
+    "Chunk": "mantle_stream.feeds",
     "ConversationResult": "mantle_stream.core.verdicts",
     "ConversationState": "mantle_stream.core.engine.evaluator",
     "Decision": "mantle_stream.core.verdicts",
+    "DecisionRecord": "mantle_stream.core.verdicts",
     "Diagnostic": "mantle_stream.core.scenario.diagnostics",
     "Evaluator": "mantle_stream.core.engine.evaluator",
     "Event": "mantle_stream.core.events.model",
     "EventDecoder": "mantle_stream.core.events.decode",
     "EventError": "mantle_stream.core.errors",
+    "Feed": "mantle_stream.feeds",
     "FeedError": "mantle_stream.core.errors",
     "MantleStreamError": "mantle_stream.core.errors",
     "RecordedRun": "mantle_stream.core.recorded",
@@ -73,17 +81,20 @@ _LAZY = {
     "Runner": "mantle_stream.runner",
     "Scenario": "mantle_stream.core.scenario.model",
     "ScenarioError": "mantle_stream.core.errors",
+    "Sink": "mantle_stream.outputs.sink",
     "Statistics": "mantle_stream.core.verdicts",
-    "StopMessage": "mantle_stream.runner",
+    "StopMessage": "mantle_stream.core.verdicts",
     "UnmatchedConversation": "mantle_stream.core.engine.evaluator",
     "UsageError": "mantle_stream.core.errors",
     "Verdict": "mantle_stream.core.verdicts",
+    "VerdictRecord": "mantle_stream.core.verdicts",
     "build_report": "mantle_stream.outputs.report",
     "exit_status": "mantle_stream.outputs.report",
     "load_results": "mantle_stream.core.recorded",
     "load_scenario_file": "mantle_stream.core.scenario.load",
     "load_scenario_text": "mantle_stream.core.scenario.load",
     "load_scenarios": "mantle_stream.core.scenario.load",
+    "open_feed": "mantle_stream.feeds",
     "run_feed": "mantle_stream.runner",
 }
 
@@ -105,14 +116,17 @@ __version__ = VERSION
 
 __all__ = [
     "AssertionResult",
+    "Chunk",
     "ConversationResult",
     "ConversationState",
     "Decision",
+    "DecisionRecord",
     "Diagnostic",
     "Evaluator",
     "Event",
     "EventDecoder",
     "EventError",
+    "Feed",
     "FeedError",
     "MantleStreamError",
     "RecordedRun",
@@ -121,11 +135,13 @@ __all__ = [
     "Runner",
     "Scenario",
     "ScenarioError",
+    "Sink",
     "Statistics",
     "StopMessage",
     "UnmatchedConversation",
     "UsageError",
     "Verdict",
+    "VerdictRecord",
     "__version__",
     "build_report",
     "exit_status",
@@ -133,5 +149,6 @@ __all__ = [
     "load_scenario_file",
     "load_scenario_text",
     "load_scenarios",
+    "open_feed",
     "run_feed",
 ]

@@ -8,7 +8,9 @@ live run has:
   before it ends (an assertion failed, or every assertion is decided), a
   :class:`StopMessage` is delivered once — as a JSON line on the socket
   connection that sent the conversation's events, and to the ``on_stop``
-  callback — so the simulator can end it without spending more turns;
+  callback — so the simulator can end it without spending more turns (a
+  conversation read from a file or pipe has no connection: it is stopped
+  only when ``on_stop`` is given, unless ``stop_unconnected`` says otherwise);
 * **fail-fast** for the whole run;
 * **idle timeout**: a conversation with no event for ``idle_timeout`` seconds
   is finished (its pending assertions resolve, ``decided_at`` null);
@@ -36,7 +38,7 @@ import msgspec
 from mantle_stream.core.defaults import DEFAULT_GAP_TIMEOUT
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import EventError
-from mantle_stream.core.verdicts import Decision
+from mantle_stream.core.verdicts import Decision, StopMessage, VerdictRecord
 from mantle_stream.feeds import Chunk, Feed, Replies, open_feed
 from mantle_stream.outputs.state import remove_checkpoint, write_checkpoint
 
@@ -56,30 +58,9 @@ Ending = Literal["end-of-input", "ended", "fail-fast", "cancelled", "bad-event"]
 FREEZE_SLICE = 500
 
 
-class StopAssertion(msgspec.Struct, frozen=True):
-    index: int
-    kind: str
-    verdict: str
-    decided_at: int | None
-    reason: str
-
-
-class StopMessage(msgspec.Struct, frozen=True, tag_field="type", tag="stop"):
-    """Sent once per conversation whose outcome is settled before it ended.
-
-    On the wire (one line): ``{"type": "stop", "conversation_id": "c-17",
-    "verdict": "failed", "stop": true, "assertion": {"index": 5, "kind":
-    "tool_executed", "verdict": "failed", "decided_at": 19, "reason": "..."},
-    "events": 20}``. ``verdict`` is the conversation's: ``failed`` as soon as one
-    assertion failed (``assertion`` is that one), ``passed`` when every
-    assertion passed before the end (``assertion`` is the last decided).
-    """
-
-    conversation_id: str
-    verdict: str
-    assertion: StopAssertion
-    events: int
-    stop: bool = True
+#: A stop message's ``assertion`` (the family's record; the name kept for existing
+#: imports). :class:`StopMessage` itself lives in :mod:`mantle_stream.core.verdicts`.
+StopAssertion = VerdictRecord
 
 
 class RunOutcome(msgspec.Struct, frozen=True):
@@ -108,7 +89,13 @@ class Runner:
         state_path: str | None = None,
         state_interval: float = 1.0,
         gap_timeout: float = DEFAULT_GAP_TIMEOUT,
+        stop_unconnected: bool | None = None,
     ) -> None:
+        """``stop_unconnected``: whether a settled conversation read from a file or
+        pipe (no connection to answer on) is stopped too, its stop message given to
+        ``on_stop`` alone; by default, when ``on_stop`` is given (the caller is then
+        the simulator to tell). False makes ``on_stop`` an observer of the stop
+        messages sent on connections."""
         if gap_timeout <= 0:
             raise ValueError(f"gap_timeout must be positive, not {gap_timeout!r}")
         self.evaluator = evaluator
@@ -123,6 +110,9 @@ class Runner:
         self.linger = linger
         self.on_decisions = on_decisions
         self.on_stop = on_stop
+        self.stop_unconnected = (
+            on_stop is not None if stop_unconnected is None else stop_unconnected
+        )
         self.started = anyio.current_time()
         self.ended: float | None = None  # loop time when the run ended
         self.latest: deque[Decision] = deque(maxlen=20)
@@ -275,7 +265,7 @@ class Runner:
                 cid in self._notified
                 or not evaluator.is_open(cid)
                 or not evaluator.is_settled(cid)
-                or (self.on_stop is None and (chunk is None or chunk.peer is None))
+                or (not self.stop_unconnected and (chunk is None or chunk.peer is None))
             ):
                 continue
             result = evaluator.result(cid)
@@ -287,13 +277,7 @@ class Runner:
             message = StopMessage(
                 conversation_id=cid,
                 verdict=result.verdict,
-                assertion=StopAssertion(
-                    decision.index,
-                    decision.kind,
-                    decision.verdict,
-                    decision.decided_at,
-                    decision.reason,
-                ),
+                assertion=VerdictRecord.of(decision),
                 events=result.events,
             )
             if self.on_stop is not None:

@@ -36,11 +36,11 @@ from mantle_stream.core.errors import (
 from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
 from mantle_stream.outputs.jsonl import JsonlWriter
 from mantle_stream.outputs.junit import JunitWriter
-from mantle_stream.outputs.live import LiveSnapshot, LiveView, decision_line, summary_line
+from mantle_stream.outputs.live import LiveSnapshot, LiveView, summary_line
+from mantle_stream.outputs.plain import DecisionLines
 from mantle_stream.outputs.report import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -49,6 +49,7 @@ from mantle_stream.outputs.report import (
     notes,
     strict_problems,
 )
+from mantle_stream.outputs.sink import Sinks
 from mantle_stream.outputs.state import lock_state, read_checkpoint
 from mantle_stream.outputs.table import ReportTable, failure_lines
 from mantle_stream.runner import Runner, RunOutcome
@@ -174,7 +175,7 @@ def _load(paths: list[str]) -> list[Scenario]:
 
 
 class _Session:
-    """One run's outputs: JSONL, plain lines or the live view, and the report."""
+    """One run's outputs: its sinks (JSONL, JUnit, plain lines), the live view, the report."""
 
     def __init__(
         self, args: argparse.Namespace, evaluator: Evaluator, *, live: bool, source: str
@@ -185,15 +186,19 @@ class _Session:
         self.console = Console(highlight=False)
         self.live = live and self.console.is_terminal
         self.plain = live and not self.live  # watch into a pipe: one line per verdict
-        self.jsonl = (
-            JsonlWriter.open(args.jsonl, overwrite=getattr(args, "jsonl_mode", "") == "overwrite")
-            if args.jsonl
-            else None
-        )
-        # Written as conversations leave memory, completed at the end (_finish).
-        self.junit = JunitWriter(args.junit) if args.junit else None
-        if self.junit is not None:
-            evaluator.on_let_go = self.junit.add
+        # Every batch of decisions and every stop message goes to each sink, in
+        # this order; the final report too (_finish), then they are closed (close).
+        self.sinks = Sinks()
+        if args.jsonl:
+            overwrite = getattr(args, "jsonl_mode", "") == "overwrite"
+            self.sinks.append(JsonlWriter.open(args.jsonl, overwrite=overwrite))
+        if args.junit:
+            junit = JunitWriter(args.junit)
+            # Written as conversations leave memory, completed with the report.
+            evaluator.on_let_go = junit.add
+            self.sinks.append(junit)
+        if self.plain:
+            self.sinks.append(DecisionLines())
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
 
@@ -201,12 +206,19 @@ class _Session:
         """--on-bad-event=skip: say what was skipped, on standard error."""
         print(f"mantle-stream: skipped {error}", file=sys.stderr, flush=True)
 
-    def on_decisions(self, decisions: list[Decision]) -> None:
-        if self.jsonl is not None:
-            self.jsonl.write(decisions)
-        if self.plain:
-            for d in decisions:
-                print(decision_line(d), flush=True)
+    def runner(self, **options: Any) -> Runner:
+        """A runner over the evaluator that tells every sink what it decides and stops.
+
+        The sinks only hear the stop messages sent to simulators on connections:
+        a conversation read from a file or pipe is never stopped.
+        """
+        return Runner(
+            self.evaluator,
+            on_decisions=self.sinks.on_decisions,
+            on_stop=self.sinks.on_stop,
+            stop_unconnected=False,
+            **options,
+        )
 
     def snapshot(self, runner: Runner, *, final: bool = False) -> LiveSnapshot:
         statistics = self.evaluator.statistics()
@@ -260,10 +272,8 @@ class _Session:
         return outcome
 
     def close(self) -> None:
-        if self.jsonl is not None:
-            self.jsonl.close()
-        if self.junit is not None:
-            self.junit.close()  # (its temporary file, when the run ended before _finish)
+        # (JUnit's temporary file goes too, when the run ended before _finish.)
+        self.sinks.close()
 
 
 async def _signals(runner: Runner) -> None:
@@ -283,8 +293,7 @@ async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
 
 def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str) -> int:
     report = build_report(session.evaluator, session.recorded, session.refused)
-    if session.junit is not None:
-        session.junit.finish(report)
+    session.sinks.on_end(report)
     if fmt == "json":
         sys.stdout.write(report.to_json().decode() + "\n")
         for line in notes(report):  # standard output holds the report alone
@@ -413,12 +422,10 @@ def _check_or_watch(args: argparse.Namespace) -> int:
     session.recorded = recorded
 
     async def go() -> tuple[RunOutcome, Runner]:
-        runner = Runner(
-            evaluator,
+        runner = session.runner(
             fail_fast=args.fail_fast,
             idle_timeout=args.idle_timeout,
             linger=args.linger,
-            on_decisions=session.on_decisions,
             skip_bad_events=args.on_bad_event == "skip",
             on_bad=session.on_bad,
             state_path=args.state,
@@ -478,9 +485,7 @@ def _demo(args: argparse.Namespace) -> int:
     stats = DemoStats()
 
     async def go() -> tuple[RunOutcome, Runner]:
-        runner = Runner(
-            evaluator, fail_fast=args.fail_fast, linger=None, on_decisions=session.on_decisions
-        )
+        runner = session.runner(fail_fast=args.fail_fast, linger=None)
         async with open_feed("tcp://127.0.0.1:0") as feed:
             assert feed.address is not None
             address = feed.address

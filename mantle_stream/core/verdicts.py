@@ -3,7 +3,7 @@
 Produced by the engine, consumed at the edges (report, live view, JSONL,
 JUnit, socket stop messages). Plain data: they encode to JSON as they are.
 
-One family, each shape declared once:
+One family:
 
 * :class:`VerdictRecord` — one assertion's verdict (``index``, ``kind``,
   ``verdict``, ``decided_at``, ``reason``): a row of the JSON report and the
@@ -17,7 +17,10 @@ One family, each shape declared once:
   emits.
 
 A record is turned into another shape of the family with ``Shape.of(record)``
-(the fields taken by name), never field by field. The JSON shapes are
+(the fields taken by name), never field by field. The five verdict fields are
+written in two places, VerdictRecord and DecisionRecord, only because msgspec
+puts inherited fields first and a Decision starts with its conversation
+(tests/test_verdict_records.py keeps the two alike). The JSON shapes are
 published contracts (README): add, never rename or reorder.
 """
 

@@ -1,9 +1,10 @@
 """The JSONL verdict stream: one JSON object per decided verdict.
 
 Appended and flushed after each batch of decisions (whole lines only), so
-another process can tail the file while the run goes on. Fields: see the
-README, "Command line" (conversation_id, scenario, index, kind, verdict,
-decided_at, reason).
+another process can tail the file while the run goes on. Each line is a
+:class:`~mantle_stream.core.verdicts.DecisionRecord` — a Decision without its
+turn: conversation_id, scenario, index, kind, verdict, decided_at, reason
+(see the README, "Command line").
 """
 
 from __future__ import annotations
@@ -11,30 +12,28 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import msgspec
 
 from mantle_stream.core.errors import FeedError
-from mantle_stream.core.verdicts import Decision
+from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
+
+if TYPE_CHECKING:
+    from mantle_stream.outputs.report import Report
 
 __all__ = ["JsonlRecord", "JsonlWriter"]
 
-
-class JsonlRecord(msgspec.Struct, frozen=True):
-    conversation_id: str
-    scenario: str
-    index: int
-    kind: str
-    verdict: str
-    decided_at: int | None
-    reason: str
-
+#: A line of the stream (the family's record; the name kept for existing imports).
+JsonlRecord = DecisionRecord
 
 _encode = msgspec.json.Encoder().encode
+_record = DecisionRecord.of
 
 
 class JsonlWriter:
+    """A :class:`~mantle_stream.outputs.sink.Sink`: the verdicts, a line each."""
+
     def __init__(self, fh: IO[bytes]) -> None:
         self._fh = fh
 
@@ -50,24 +49,19 @@ class JsonlWriter:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
 
     def write(self, decisions: Iterable[Decision]) -> None:
-        lines = [
-            _encode(
-                JsonlRecord(
-                    d.conversation_id,
-                    d.scenario,
-                    d.index,
-                    d.kind,
-                    d.verdict,
-                    d.decided_at,
-                    d.reason,
-                )
-            )
-            + b"\n"
-            for d in decisions
-        ]
+        lines = [_encode(_record(d)) + b"\n" for d in decisions]
         if lines:
             self._fh.write(b"".join(lines))
             self._fh.flush()
+
+    def on_decisions(self, decisions: list[Decision]) -> None:
+        self.write(decisions)
+
+    def on_stop(self, message: StopMessage) -> None:
+        """Stop messages are not verdicts: the stream has none."""
+
+    def on_end(self, report: Report) -> None:
+        """Every verdict was written as it came: nothing is left to add."""
 
     def close(self) -> None:
         self._fh.close()

@@ -2,7 +2,8 @@
 
 The shape Jenkins, GitLab and GitHub test reporters read. Conversations a
 long run lets go of are written as they go, and the file is moved into
-place atomically at the end of the run.
+place atomically at the end of the run (:class:`JunitWriter`, a
+:class:`~mantle_stream.outputs.sink.Sink` whose ``on_end`` does that).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import IO
 
 from mantle_stream.core.engine.evaluator import UnmatchedConversation
 from mantle_stream.core.errors import FeedError
-from mantle_stream.core.verdicts import ConversationResult
+from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage
 from mantle_stream.outputs.atomic import atomic_file
 from mantle_stream.outputs.report import Report, ReportConversation, report_conversation
 
@@ -93,8 +94,9 @@ class JunitWriter:
     """JUnit XML, a ``<testsuite>`` per conversation, a ``<testcase>`` per assertion.
 
     Conversations a long-lived run lets go of (``keep_finished``) are written
-    to a temporary file beside ``path`` as they leave memory (:meth:`add`); at
-    the end (:meth:`finish`) the ones still kept are added and the file is put
+    to a temporary file beside ``path`` as they leave memory (:meth:`add`, the
+    engine's ``on_let_go``); at the end (:meth:`finish`, the sink's
+    :meth:`on_end`) the ones still kept are added and the file is put
     together under its totals and moved into place atomically, so a reader
     never sees half a file and memory never holds more than one suite.
     """
@@ -129,6 +131,15 @@ class JunitWriter:
             self._body.write(b"  " + ET.tostring(suite, encoding="utf-8") + b"\n")
         except OSError as exc:
             raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
+
+    def on_decisions(self, decisions: list[Decision]) -> None:
+        """Suites are written whole: from conversations let go of, and at the end."""
+
+    def on_stop(self, message: StopMessage) -> None:
+        """A stopped conversation's pending assertions end skipped: written at the end."""
+
+    def on_end(self, report: Report) -> None:
+        self.finish(report)
 
     def finish(self, report: Report) -> None:
         """Add what the report still lists and move the whole file into place."""

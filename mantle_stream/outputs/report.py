@@ -18,7 +18,7 @@ from mantle_stream.core.engine.evaluator import (
 )
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
-from mantle_stream.core.verdicts import ConversationResult
+from mantle_stream.core.verdicts import ConversationResult, Verdict, VerdictRecord
 
 __all__ = [
     "EXIT_ERROR",
@@ -40,14 +40,6 @@ EXIT_FAILED = 1
 EXIT_ERROR = 2
 
 
-class ReportAssertion(msgspec.Struct, frozen=True):
-    index: int
-    kind: str
-    verdict: str
-    decided_at: int | None
-    reason: str
-
-
 class Recorded(msgspec.Struct, frozen=True):
     """What ``evaluate_agent`` recorded for this run (with ``--results``)."""
 
@@ -59,9 +51,9 @@ class Recorded(msgspec.Struct, frozen=True):
 class ReportConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     conversation_id: str
     scenario: str | None
-    verdict: str
+    verdict: Verdict
     events: int
-    assertions: list[ReportAssertion]
+    assertions: list[VerdictRecord]
     recorded: Recorded | None = None
     # From the events' timestamps: when it started (epoch seconds) and how long it ran.
     started: float | None = None
@@ -129,10 +121,7 @@ def report_conversation(
         scenario=result.scenario,
         verdict=result.verdict,
         events=result.events,
-        assertions=[
-            ReportAssertion(a.index, a.kind, a.verdict, a.decided_at, a.reason)
-            for a in result.assertions
-        ],
+        assertions=[VerdictRecord.of(a) for a in result.assertions],
         recorded=None if run is None else Recorded(run.path, run.run_index, compare(result, run)),
         started=result.started,
         duration=result.duration,

@@ -1,0 +1,70 @@
+"""Where verdicts go, as one interface: :class:`Sink`, and :class:`Sinks` to fan out.
+
+A run tells every sink the same things in the same order: each batch of
+decisions as it is decided (:meth:`Sink.on_decisions`), each stop message as
+the runner sends it (:meth:`Sink.on_stop`), then the final report once
+(:meth:`Sink.on_end`); :meth:`Sink.close` releases what a sink holds, also
+when the run ended before its report. The JSONL stream
+(:class:`~mantle_stream.outputs.jsonl.JsonlWriter`), the JUnit file
+(:class:`~mantle_stream.outputs.junit.JunitWriter`) and the plain verdict lines
+(:class:`~mantle_stream.outputs.plain.DecisionLines`) are sinks; the command
+line composes the ones asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from mantle_stream.core.verdicts import Decision, StopMessage
+
+if TYPE_CHECKING:
+    from mantle_stream.outputs.report import Report
+
+__all__ = ["Sink", "Sinks"]
+
+
+class Sink(Protocol):
+    """An output a run feeds as it goes (structural: no base class to inherit)."""
+
+    def on_decisions(self, decisions: list[Decision]) -> None:
+        """A batch of verdicts just decided, in the order they were decided."""
+
+    def on_stop(self, message: StopMessage) -> None:
+        """A conversation settled before its end was told to stop."""
+
+    def on_end(self, report: Report) -> None:
+        """The run is over: its final report (called once, not after a crash)."""
+
+    def close(self) -> None:
+        """Release files and the like; safe to call after :meth:`on_end`, and again."""
+
+
+class Sinks:
+    """Several sinks as one (itself a :class:`Sink`): each call goes to every
+    sink, in the order they were added."""
+
+    def __init__(self, sinks: Iterable[Sink] = ()) -> None:
+        self.sinks: list[Sink] = list(sinks)
+
+    def append(self, sink: Sink) -> None:
+        self.sinks.append(sink)
+
+    def on_decisions(self, decisions: list[Decision]) -> None:
+        for sink in self.sinks:
+            sink.on_decisions(decisions)
+
+    def on_stop(self, message: StopMessage) -> None:
+        for sink in self.sinks:
+            sink.on_stop(message)
+
+    def on_end(self, report: Report) -> None:
+        for sink in self.sinks:
+            sink.on_end(report)
+
+    def close(self) -> None:
+        """Close every sink, in order, even when one of them fails."""
+        with contextlib.ExitStack() as stack:
+            for sink in reversed(self.sinks):  # the stack unwinds last-in first
+                stack.callback(sink.close)
