@@ -66,3 +66,14 @@ def test_help_answers_without_loading_the_engine() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_an_event_can_be_built_from_exported_names_alone() -> None:
+    # Event's docstring builds one from the root's names: every payload struct is there.
+    event = mantle_stream.Event(
+        conversation_id="c1", sequence=0, user=mantle_stream.User(text="hi")
+    )
+    assert event.payload == mantle_stream.User(text="hi")
+    from mantle_stream.core.events.model import PAYLOAD_TYPES
+
+    assert all(getattr(mantle_stream, cls.__name__) is cls for cls in PAYLOAD_TYPES.values())

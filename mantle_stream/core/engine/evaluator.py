@@ -837,9 +837,7 @@ def _result_of(conv: Conversation) -> ConversationResult:
     plan = conv.plan
     assert plan is not None
     assertions = tuple(
-        AssertionResult(i, plan.kinds[i], "pending")
-        if r is None
-        else AssertionResult(i, r.kind, r.verdict, r.decided_at, r.reason, r.turn)
+        AssertionResult(i, plan.kinds[i], "pending") if r is None else AssertionResult.of(r)
         for i, r in enumerate(conv.results)
     )
     verdicts = {a.verdict for a in assertions}

@@ -199,10 +199,11 @@ class Skipped(Payload, frozen=True, gc=False):
 class Event(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One tracker event: envelope plus exactly one payload field set.
 
-    Build one in Python as ``Event(conversation_id="c1", sequence=0,
-    user=User(text="hi"))``. ``sequence`` is None on rows that carry none
-    (they are applied in arrival order). ``metadata`` is the JSON text Mantle
-    writes (a dict when the event came in the flat shape).
+    Build one in Python as ``ms.Event(conversation_id="c1", sequence=0,
+    user=ms.User(text="hi"))`` (every payload struct is exported).
+    ``sequence`` is None on rows that carry none (they are applied in arrival
+    order). ``metadata`` is the JSON text Mantle writes (a dict when the event
+    came in the flat shape).
     """
 
     # Payload fields first (PAYLOAD_FIELDS), the most frequent kinds first.
