@@ -653,12 +653,30 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         return out
 
     def _finish(self, conv: Conversation, out: list[Decision]) -> None:
+        """The conversation ended: every assertion still open is decided now."""
         if conv.finished:
             return
         if conv.held:  # the end of input: what is held is all there is
             self._release(conv, out, force=len(conv.held))
             if conv.finished:
                 return
+        self._close(conv)
+        plan = conv.plan
+        if plan is None:
+            conv.buffer = None  # never to be judged: nothing to keep
+        else:
+            if conv.stopped is not None:
+                self._skip_pending(conv, out)
+            self._settle(conv, plan, out)
+            if conv.failed:
+                self._failed += 1
+            else:
+                self._passed += 1
+        self._let_go()
+
+    def _close(self, conv: Conversation) -> None:
+        """Mark a conversation finished: no longer open, queued for checkpoints and
+        for being let go of."""
         conv.finished = True
         conv.recent_ids = None  # only an open conversation needs them
         if self._unfrozen is not None and conv.plan is not None:
@@ -666,13 +684,16 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._open_convs.pop(conv.cid, None)
         if self.keep_finished is not None:
             self._finished_order.append(conv.cid)  # let go of once it is old (_let_go)
-        plan = conv.plan
-        if plan is None:
-            conv.buffer = None  # never to be judged: nothing to keep
-            self._let_go()
-            return
-        if conv.stopped is not None:
-            self._skip_pending(conv, out)
+
+    def _settle(self, conv: Conversation, plan: Plan, out: list[Decision]) -> None:
+        """:meth:`_decide` for every assertion still open at the end.
+
+        A machine's own ``finish()`` decides a touched assertion; one no event
+        ever reached takes the plan's precomputed verdict, with the same
+        bookkeeping as ``_decide`` done once for all of them: with many
+        assertions this loop is most of a conversation's cost, so it does as
+        little as it can per assertion.
+        """
         verdicts, reasons, kinds = plan.fresh_verdicts, plan.fresh_reasons, plan.kinds
         cid, name, turn, results = conv.cid, plan.scenario.name, conv.turn, conv.results
         untouched = 0
@@ -680,9 +701,6 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         machines = conv.machines
         for index, machine in enumerate(machines):
             if machine is UNTOUCHED:
-                # Never reached by an event: the plan's precomputed verdict. With
-                # many assertions this loop is most of a conversation's cost, so
-                # it does as little as it can per assertion.
                 decision = results[index] = Decision(
                     cid, name, index, kinds[index], verdicts[index], None, reasons[index], turn
                 )
@@ -691,18 +709,14 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             elif machine is not None:
                 passed, reason = machine.finish()
                 self._decide(conv, index, passed, None, reason, out)
-        conv.pending -= untouched
-        self._decisions += untouched
-        fresh_failed = untouched and sum(machines[i] is UNTOUCHED for i in plan.fresh_failures)
-        self._failures += fresh_failed
-        failed = fresh_failed > 0
+        if untouched:
+            conv.pending -= untouched
+            self._decisions += untouched
+            failed = sum(machines[i] is UNTOUCHED for i in plan.fresh_failures)
+            if failed:
+                self._failures += failed
+                conv.failed = True
         conv.machines = []
-        if failed or conv.failed:
-            conv.failed = True
-            self._failed += 1
-        else:
-            self._passed += 1
-        self._let_go()
 
     def _let_go(self) -> None:
         """Fold the oldest finished conversations beyond ``keep_finished`` into counters.
