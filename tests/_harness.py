@@ -453,3 +453,19 @@ ALL_KINDS = [
     tool("t", source="mcp", server="bank", is_error=True, result={"e": 1}),
     end(),
 ]
+
+
+def line(cid: str, seq: int, **payload: Any) -> bytes:
+    """A ProtoJSON line given its payload as keywords (``bot={...}``, ...); a
+    bot's ``utter_name`` travels as metadata ``utter_action``, as Mantle writes it."""
+    metadata = None
+    if "utter_name" in payload.get("bot", {}):
+        bot = dict(payload["bot"])
+        metadata = json.dumps({"utter_action": bot.pop("utter_name")})
+        payload["bot"] = bot
+    return (
+        json.dumps(
+            {"conversation_id": cid, "sequence": seq, "metadata": metadata, **payload}
+        ).encode()
+        + b"\n"
+    )

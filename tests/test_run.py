@@ -13,41 +13,14 @@ import mantle_stream as ms
 from mantle_stream.feeds import open_feed
 from mantle_stream.runner import Runner, StopMessage, run_feed
 
+from _harness import line, scenario
+
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def scenario(*assertions: dict[str, Any]) -> ms.Scenario:
-    return ms.load_scenario_text(
-        json.dumps(
-            {
-                "scenario": {
-                    "name": "t",
-                    "simulation_context": "x",
-                    "goals": {"assertions": list(assertions)},
-                }
-            }
-        )
-    )
-
-
-def line(cid: str, seq: int, **payload: Any) -> bytes:
-    """A ProtoJSON line; a bot's ``utter_name`` travels as metadata ``utter_action``."""
-    metadata = None
-    if "utter_name" in payload.get("bot", {}):
-        bot = dict(payload["bot"])
-        metadata = json.dumps({"utter_action": bot.pop("utter_name")})
-        payload["bot"] = bot
-    return (
-        json.dumps(
-            {"conversation_id": cid, "sequence": seq, "metadata": metadata, **payload}
-        ).encode()
-        + b"\n"
-    )
 
 
 FORBID_CANNOT_HELP = {"bot_did_not_utter": {"utter_name": "utter_cannot_help"}}

@@ -9,7 +9,6 @@ final report, then ``close``) over a real loopback socket and a real file.
 from __future__ import annotations
 
 import io
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,8 @@ from mantle_stream.outputs.plain import DecisionLines
 from mantle_stream.outputs.sink import Sink, Sinks
 from mantle_stream.runner import Runner
 
+from _harness import line, scenario
+
 pytestmark = pytest.mark.timeout(30)
 
 SKILL = {"skill_activated": {"skill_id": "card_replace"}}
@@ -37,31 +38,6 @@ CANNOT_HELP = {"text": "no", "utter_name": "utter_cannot_help"}
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def scenario(*assertions: dict[str, Any]) -> ms.Scenario:
-    return ms.load_scenario_text(
-        json.dumps(
-            {
-                "scenario": {
-                    "name": "t",
-                    "simulation_context": "x",
-                    "goals": {"assertions": list(assertions)},
-                }
-            }
-        )
-    )
-
-
-def line(cid: str, seq: int, **payload: Any) -> bytes:
-    """A ProtoJSON line; a bot's ``utter_name`` travels as metadata ``utter_action``."""
-    metadata = None
-    if "utter_name" in payload.get("bot", {}):
-        bot = dict(payload["bot"])
-        metadata = json.dumps({"utter_action": bot.pop("utter_name")})
-        payload["bot"] = bot
-    row = {"conversation_id": cid, "sequence": seq, "metadata": metadata, **payload}
-    return json.dumps(row).encode() + b"\n"
 
 
 class Recorder:

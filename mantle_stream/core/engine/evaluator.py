@@ -599,8 +599,12 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             reason,
             conv.turn,
         )
-        conv.machines[index] = None
-        conv.results[index] = decision
+        self._record(conv, decision, out)
+
+    def _record(self, conv: Conversation, decision: Decision, out: list[Decision]) -> None:
+        """Keep a decision: its machine goes, it is a result and an output."""
+        conv.machines[decision.index] = None
+        conv.results[decision.index] = decision
         conv.pending -= 1
         self._decisions += 1
         out.append(decision)
@@ -780,11 +784,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                     reason,
                     conv.turn,
                 )
-                conv.machines[index] = None
-                conv.results[index] = decision
-                conv.pending -= 1
-                self._decisions += 1
-                out.append(decision)
+                self._record(conv, decision, out)
 
     # ------------------------------------------------------------------ reading
 
