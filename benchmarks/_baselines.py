@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 import mantle_stream as ms
-from mantle_stream.core.assertions import base as _machines
+from mantle_stream.core.assertions import base as _base
 from mantle_stream.core.assertions.compiler import compile_assertion
 from mantle_stream.core.events.model import (
     PAYLOAD_TYPES,
@@ -57,7 +57,7 @@ Verdict = tuple[bool, "int | None", str]
 #: One event as the baselines judge it: (kind, (kind, key), payload, value, seq, turn).
 Prepared = tuple[str, tuple[str, Any], Any, Any, int, int]
 
-_ARM = _machines.ARM  # a machine asking to be shown the next user event
+_ARM = _base.ARM  # a machine asking to be shown the next user event
 _parse = msgspec.json.Decoder().decode
 
 #: The attribute an assertion's route key is compared with, per payload kind
