@@ -71,7 +71,15 @@ def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
         "started",
         "duration",
     }
-    assert set(first["assertions"][0]) == {"index", "kind", "verdict", "decided_at", "reason"}
+    assert set(first["assertions"][0]) == {
+        "index",
+        "kind",
+        "verdict",
+        "decided_at",
+        "reason",
+        "file",
+        "line",
+    }
     # Standard output holds the report alone; what a person should know goes to stderr.
     assert proc.stderr == "mantle-stream: warning: 1 gap in `sequence` given up on\n"
 
@@ -190,7 +198,14 @@ def test_jsonl_gets_one_line_per_verdict(tmp_path: Path) -> None:
         "verdict",
         "decided_at",
         "reason",
+        "file",
+        "line",
     }
+    # Every verdict points at its assertion: the file and line of the scenario.
+    card = CARD.read_text().splitlines()
+    for x in lines:
+        assert x["file"] == str(CARD)
+        assert card[x["line"] - 1].lstrip().startswith(f"- {x['kind']}:")
     assert {(x["conversation_id"], x["index"]) for x in lines} == {
         (c, i) for c in (CARD_OK, CARD_EXPRESS, CARD_SPLIT) for i in range(12)
     }

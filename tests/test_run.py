@@ -63,6 +63,10 @@ async def test_stop_message_reaches_the_client_before_it_sends_its_next_event() 
                         "verdict": "failed",
                         "decided_at": 1,
                         "reason": reply["assertion"]["reason"],
+                        # Where the assertion is written: a scenario built from
+                        # text has its lines but no file.
+                        "file": None,
+                        "line": 1,
                     },
                     "events": 2,
                     "stop": True,

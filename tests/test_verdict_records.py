@@ -34,7 +34,9 @@ from mantle_stream.outputs.report import report_conversation
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
 
-DECISION = Decision("c-1", "Card", 5, "tool_executed", "failed", 19, 'no "x" run', 3)
+DECISION = Decision(
+    "c-1", "Card", 5, "tool_executed", "failed", 19, 'no "x" run', 3, "eval/card.yml", 24
+)
 AT_END = Decision("c-1", "Card", 0, "skill_activated", "passed", None, "", 0)
 
 
@@ -48,27 +50,36 @@ def test_decision_keeps_its_fields_order_and_positional_constructor() -> None:
         "decided_at",
         "reason",
         "turn",
+        "file",
+        "line",
     )
     assert Decision("c", "s", 1, "k", "passed", None, "r").turn == 0
     assert Decision.__struct_config__.frozen and not Decision.__struct_config__.gc
     assert msgspec.json.encode(DECISION) == (
         b'{"conversation_id":"c-1","scenario":"Card","index":5,"kind":"tool_executed",'
-        b'"verdict":"failed","decided_at":19,"reason":"no \\"x\\" run","turn":3}'
+        b'"verdict":"failed","decided_at":19,"reason":"no \\"x\\" run","turn":3,'
+        b'"file":"eval/card.yml","line":24}'
     )
 
 
 def test_the_family_declares_each_field_once_and_types_the_verdict() -> None:
-    assert issubclass(AssertionResult, VerdictRecord)
-    assert issubclass(Decision, DecisionRecord)
-    # A DecisionRecord is a VerdictRecord after its conversation, field for field.
-    assert DecisionRecord.__struct_fields__ == (
+    # A DecisionRecord is a VerdictRecord after its conversation, field for field;
+    # AssertionResult and Decision add the turn before where the assertion is written.
+    verdict = VerdictRecord.__struct_fields__
+    assert DecisionRecord.__struct_fields__ == ("conversation_id", "scenario", *verdict)
+    assert AssertionResult.__struct_fields__ == (*verdict[:5], "turn", *verdict[5:])
+    assert Decision.__struct_fields__ == (
         "conversation_id",
         "scenario",
-        *VerdictRecord.__struct_fields__,
+        *verdict[:5],
+        "turn",
+        *verdict[5:],
     )
-    record_hints = get_type_hints(DecisionRecord)
-    for name, hint in get_type_hints(VerdictRecord).items():
-        assert record_hints[name] == hint, name
+    hints = get_type_hints(VerdictRecord)
+    for record in (AssertionResult, DecisionRecord, Decision):
+        record_hints = get_type_hints(record)
+        for name, hint in hints.items():
+            assert record_hints[name] == hint, (record, name)
     for shape in (VerdictRecord, AssertionResult, DecisionRecord, Decision, StopMessage):
         assert get_type_hints(shape)["verdict"] == ms.Verdict, shape
     assert get_type_hints(StopMessage)["assertion"] is VerdictRecord
@@ -83,13 +94,13 @@ def test_the_family_declares_each_field_once_and_types_the_verdict() -> None:
 
 def test_of_takes_the_fields_by_name() -> None:
     assert VerdictRecord.of(DECISION) == VerdictRecord(
-        5, "tool_executed", "failed", 19, 'no "x" run'
+        5, "tool_executed", "failed", 19, 'no "x" run', "eval/card.yml", 24
     )
     assert AssertionResult.of(DECISION) == AssertionResult(
-        5, "tool_executed", "failed", 19, 'no "x" run', 3
+        5, "tool_executed", "failed", 19, 'no "x" run', 3, "eval/card.yml", 24
     )
     assert DecisionRecord.of(DECISION) == DecisionRecord(
-        "c-1", "Card", 5, "tool_executed", "failed", 19, 'no "x" run'
+        "c-1", "Card", 5, "tool_executed", "failed", 19, 'no "x" run', "eval/card.yml", 24
     )
     assert type(VerdictRecord.of(AssertionResult.of(DECISION))) is VerdictRecord
     # The engine's positional AssertionResult (a pending one) still builds.
@@ -104,12 +115,13 @@ def test_of_takes_the_fields_by_name() -> None:
         (
             DECISION,
             b'{"conversation_id":"c-1","scenario":"Card","index":5,"kind":"tool_executed",'
-            b'"verdict":"failed","decided_at":19,"reason":"no \\"x\\" run"}\n',
+            b'"verdict":"failed","decided_at":19,"reason":"no \\"x\\" run",'
+            b'"file":"eval/card.yml","line":24}\n',
         ),
         (
             AT_END,
             b'{"conversation_id":"c-1","scenario":"Card","index":0,"kind":"skill_activated",'
-            b'"verdict":"passed","decided_at":null,"reason":""}\n',
+            b'"verdict":"passed","decided_at":null,"reason":"","file":null,"line":null}\n',
         ),
     ],
 )
@@ -128,7 +140,8 @@ def test_a_stop_message_line() -> None:
     assert msgspec.json.encode(message) == (
         b'{"type":"stop","conversation_id":"c-1","verdict":"failed","assertion":'
         b'{"index":5,"kind":"tool_executed","verdict":"failed","decided_at":19,'
-        b'"reason":"no \\"x\\" run"},"events":20,"stop":true}'
+        b'"reason":"no \\"x\\" run","file":"eval/card.yml","line":24},"events":20,'
+        b'"stop":true}'
     )
 
 
@@ -143,8 +156,9 @@ def test_a_report_row_has_no_turn_and_keeps_its_defaults() -> None:
     assert msgspec.json.encode(report_conversation(result)) == (
         b'{"conversation_id":"c-1","scenario":"Card","verdict":"failed","events":20,'
         b'"assertions":[{"index":5,"kind":"tool_executed","verdict":"failed",'
-        b'"decided_at":19,"reason":"no \\"x\\" run"},{"index":1,"kind":"memory_was_set",'
-        b'"verdict":"pending","decided_at":null,"reason":""}]}'
+        b'"decided_at":19,"reason":"no \\"x\\" run","file":"eval/card.yml","line":24},'
+        b'{"index":1,"kind":"memory_was_set","verdict":"pending","decided_at":null,'
+        b'"reason":"","file":null,"line":null}]}'
     )
 
 

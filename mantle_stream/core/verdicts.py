@@ -17,11 +17,12 @@ One family:
   emits.
 
 A record is turned into another shape of the family with ``Shape.of(record)``
-(the fields taken by name), never field by field. The five verdict fields are
-written in two places, VerdictRecord and DecisionRecord, only because msgspec
-puts inherited fields first and a Decision starts with its conversation
-(tests/test_verdict_records.py keeps the two alike). The JSON shapes are
-published contracts (README): add, never rename or reorder.
+(the fields taken by name), never field by field. Each shape declares its
+fields itself, in the order its positional constructor and its JSON have
+(msgspec would put inherited fields first, and ``turn`` came before
+``file`` and ``line``); tests/test_verdict_records.py keeps the shared fields
+alike. The JSON shapes are published contracts (README): add, never rename
+or reorder.
 """
 
 from __future__ import annotations
@@ -56,12 +57,22 @@ def _fields_getter(shape: type[msgspec.Struct]) -> Callable[[object], tuple[Any,
     return operator.attrgetter(*shape.__struct_fields__)
 
 
-class VerdictRecord(msgspec.Struct, frozen=True, gc=False):
+class _Shape(msgspec.Struct, frozen=True, gc=False):
+    """What every record of the family can do: be made from another by field name."""
+
+    @classmethod
+    def of(cls, record: object) -> Self:
+        """This shape of ``record`` (any record of the family that has its fields)."""
+        return cls(*_fields_getter(cls)(record))
+
+
+class VerdictRecord(_Shape, frozen=True, gc=False):
     """One assertion's verdict: the fields every record of the family shares.
 
     On the wire (the JSON report's ``assertions``, a stop message's
     ``assertion``): ``{"index": 5, "kind": "tool_executed", "verdict":
-    "failed", "decided_at": 19, "reason": "..."}``. ``decided_at`` is the
+    "failed", "decided_at": 19, "reason": "...", "file":
+    "eval/scenarios/card.yml", "line": 24}``. ``decided_at`` is the
     ``sequence`` of the deciding event, or None when the end of the
     conversation decided it (or nothing has yet).
     """
@@ -71,18 +82,27 @@ class VerdictRecord(msgspec.Struct, frozen=True, gc=False):
     verdict: Verdict
     decided_at: int | None = None
     reason: str = ""
+    # Where the assertion is written: its scenario file and 1-based line (None
+    # for a scenario built in Python without positions).
+    file: str | None = None
+    line: int | None = None
 
-    @classmethod
-    def of(cls, record: VerdictRecord | DecisionRecord) -> Self:
-        """This shape of ``record`` (a :class:`Decision`, an :class:`AssertionResult`, ...)."""
-        return cls(*_fields_getter(cls)(record))
 
+class AssertionResult(_Shape, frozen=True, gc=False):
+    """A :class:`VerdictRecord` with the ``turn`` it was decided in (before
+    ``file`` and ``line``, so that its positional constructor is as it was)."""
 
-class AssertionResult(VerdictRecord, frozen=True, gc=False):
+    index: int
+    kind: str
+    verdict: Verdict
+    decided_at: int | None = None
+    reason: str = ""
     turn: int | None = None  # the user turn the conversation was in when decided
+    file: str | None = None
+    line: int | None = None
 
 
-class DecisionRecord(msgspec.Struct, frozen=True, gc=False):
+class DecisionRecord(_Shape, frozen=True, gc=False):
     """A verdict with its conversation: a :class:`VerdictRecord`'s fields after
     ``conversation_id`` and ``scenario`` (a line of the JSONL stream).
 
@@ -97,22 +117,29 @@ class DecisionRecord(msgspec.Struct, frozen=True, gc=False):
     verdict: Verdict
     decided_at: int | None
     reason: str
-
-    @classmethod
-    def of(cls, record: DecisionRecord) -> Self:
-        """This shape of ``record`` (a :class:`Decision`: everything but its turn)."""
-        return cls(*_fields_getter(cls)(record))
+    file: str | None = None  # where the assertion is written (see VerdictRecord)
+    line: int | None = None
 
 
-class Decision(DecisionRecord, frozen=True, gc=False):
+class Decision(_Shape, frozen=True, gc=False):
     """One assertion of one conversation was decided; it never changes again.
 
     ``decided_at`` is the ``sequence`` of the deciding event, or None when
     the end of the conversation decided it. ``turn`` is the user turn
-    (0 before the first user message) the conversation was in.
+    (0 before the first user message) the conversation was in; ``file`` and
+    ``line`` where the assertion is written.
     """
 
+    conversation_id: str
+    scenario: str
+    index: int
+    kind: str
+    verdict: Verdict
+    decided_at: int | None
+    reason: str
     turn: int = 0
+    file: str | None = None
+    line: int | None = None
 
 
 class StopMessage(msgspec.Struct, frozen=True, tag_field="type", tag="stop"):

@@ -44,11 +44,13 @@ class Plan:
 
     __slots__ = (
         "factories",
+        "file",
         "fresh_failures",
         "fresh_reasons",
         "fresh_states",
         "fresh_verdicts",
         "kinds",
+        "lines",
         "routes",
         "scenario",
         "untouched",
@@ -57,6 +59,13 @@ class Plan:
     def __init__(self, scenario: Scenario, compiled: list[Compiled]) -> None:
         self.scenario = scenario
         self.kinds = tuple(a.kind for a in scenario.assertions)
+        # Where each assertion is written, for every verdict to point at it.
+        self.file: str | None = (
+            scenario.path if scenario.lines and not scenario.path.startswith("<") else None
+        )  # (a scenario loaded from text has lines but no file: "<string>")
+        self.lines: tuple[int | None, ...] = tuple(scenario.lines) + (None,) * (
+            len(self.kinds) - len(scenario.lines)
+        )
         self.factories = tuple((cls, plan) for cls, plan, _ in compiled)
         self.routes = _route_table([routes for _, _, routes in compiled])
         # What an assertion whose machine never saw an event ends as, and its

@@ -598,6 +598,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             decided_at,
             reason,
             conv.turn,
+            plan.file,
+            plan.lines[index],
         )
         self._record(conv, decision, out)
 
@@ -638,6 +640,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 None,
                 "stopped before any assertion was decided",
                 conv.turn,
+                conv.plan.file,
             )
 
     def finish(self, conversation_id: str) -> list[Decision]:
@@ -700,13 +703,23 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         """
         verdicts, reasons, kinds = plan.fresh_verdicts, plan.fresh_reasons, plan.kinds
         cid, name, turn, results = conv.cid, plan.scenario.name, conv.turn, conv.results
+        file, lines = plan.file, plan.lines
         untouched = 0
         append = out.append
         machines = conv.machines
         for index, machine in enumerate(machines):
             if machine is UNTOUCHED:
                 decision = results[index] = Decision(
-                    cid, name, index, kinds[index], verdicts[index], None, reasons[index], turn
+                    cid,
+                    name,
+                    index,
+                    kinds[index],
+                    verdicts[index],
+                    None,
+                    reasons[index],
+                    turn,
+                    file,
+                    lines[index],
                 )
                 append(decision)
                 untouched += 1
@@ -783,6 +796,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                     None,
                     reason,
                     conv.turn,
+                    plan.file,
+                    plan.lines[index],
                 )
                 self._record(conv, decision, out)
 
@@ -851,7 +866,9 @@ def _result_of(conv: Conversation) -> ConversationResult:
     plan = conv.plan
     assert plan is not None
     assertions = tuple(
-        AssertionResult(i, plan.kinds[i], "pending") if r is None else AssertionResult.of(r)
+        AssertionResult(i, plan.kinds[i], "pending", None, "", None, plan.file, plan.lines[i])
+        if r is None
+        else AssertionResult.of(r)
         for i, r in enumerate(conv.results)
     )
     verdicts = {a.verdict for a in assertions}
