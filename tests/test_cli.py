@@ -50,7 +50,7 @@ def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
     )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
-    assert set(report) == {"conversations", "summary", "warnings"}
+    assert set(report) == {"conversations", "summary", "warnings", "scenarios"}
     assert report["summary"] == {
         "conversations": 13,
         "passed": 5,

@@ -6,7 +6,7 @@ and tools. Field names here are a published contract: add, never rename.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -18,6 +18,7 @@ from mantle_stream.core.engine.evaluator import (
 )
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
+from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import ConversationResult, Verdict, VerdictRecord
 
 __all__ = [
@@ -26,12 +27,15 @@ __all__ = [
     "EXIT_OK",
     "Recorded",
     "Report",
+    "ScenarioAssertion",
+    "ScenarioResult",
     "Summary",
     "Warnings",
     "build_report",
     "exit_status",
     "notes",
     "report_conversation",
+    "scenario_results",
     "strict_problems",
 ]
 
@@ -102,11 +106,61 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     unnamed_given_up: int = 0
 
 
+class ScenarioAssertion(msgspec.Struct, frozen=True):
+    """One assertion of a scenario across its runs.
+
+    ``verdict``: ``passed`` in every run that judged it, ``failed`` in every
+    one, ``flaky`` when it passed in some and failed in others (``failed`` of
+    ``judged`` runs), ``errored`` when it could only error, ``not judged``
+    when no run got to it (pending or skipped everywhere).
+    """
+
+    index: int
+    kind: str
+    verdict: str
+    judged: int  # runs where it passed or failed
+    failed: int
+    errored: int = 0
+    skipped: int = 0
+    file: str | None = None
+    line: int | None = None
+
+
+class ScenarioResult(msgspec.Struct, frozen=True):
+    """A scenario's runs: the conversations judged against it (``evaluate_agent``'s
+    ``run_count``), as Mantle teams read them.
+
+    A run is ``passed``, ``failed`` (an assertion failed), ``errored`` (none
+    failed, one could not be evaluated: an error of the harness, not of the
+    agent) or ``pending`` (not finished); ``stopped_early`` counts the runs
+    mantle_stream stopped (they are also failed or passed). ``pass_rate`` is
+    passed ÷ (passed + failed); over those ``k`` runs ``pass_hat_k`` says all
+    passed (pass^k) and ``pass_at_k`` that at least one did (pass@k); all
+    three are null when no run was judged.
+    """
+
+    scenario: str
+    file: str | None
+    runs: int
+    passed: int
+    failed: int
+    errored: int
+    pending: int
+    stopped_early: int
+    k: int
+    pass_rate: float | None
+    pass_hat_k: bool | None
+    pass_at_k: bool | None
+    assertions: list[ScenarioAssertion]
+
+
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     conversations: list[ReportConversation]
     summary: Summary
     unmatched: list[UnmatchedConversation] = []
     warnings: Warnings | None = None
+    # Per scenario, its runs (the listed conversations judged against it).
+    scenarios: list[ScenarioResult] = []
 
     def to_json(self) -> bytes:
         return msgspec.json.format(msgspec.json.encode(self), indent=2)
@@ -126,6 +180,75 @@ def report_conversation(
         started=result.started,
         duration=result.duration,
     )
+
+
+def _assertion_across(
+    index: int, kind: str, rows: list[VerdictRecord], file: str | None, line: int | None
+) -> ScenarioAssertion:
+    verdicts = [r.verdict for r in rows]
+    passed, failed = verdicts.count("passed"), verdicts.count("failed")
+    errored, skipped = verdicts.count("errored"), verdicts.count("skipped")
+    verdict = (
+        "flaky"
+        if passed and failed
+        else "failed"
+        if failed
+        else "passed"
+        if passed
+        else "errored"
+        if errored
+        else "not judged"
+    )
+    return ScenarioAssertion(
+        index, kind, verdict, passed + failed, failed, errored, skipped, file, line
+    )
+
+
+def scenario_results(
+    scenarios: Sequence[Scenario], conversations: Sequence[ReportConversation]
+) -> list[ScenarioResult]:
+    """Each scenario's runs among ``conversations``, in the order scenarios were loaded."""
+    runs: dict[str, list[ReportConversation]] = {s.name: [] for s in scenarios}
+    for conv in conversations:
+        if conv.scenario in runs:
+            runs[conv.scenario].append(conv)
+    out = []
+    for scen in scenarios:
+        convs = runs[scen.name]
+        verdicts = [c.verdict for c in convs]
+        passed, failed = verdicts.count("passed"), verdicts.count("failed")
+        k = passed + failed
+        lines = list(scen.lines) + [None] * (len(scen.assertions) - len(scen.lines))
+        file = scen.path if scen.lines and not scen.path.startswith("<") else None
+        out.append(
+            ScenarioResult(
+                scenario=scen.name,
+                file=file,
+                runs=len(convs),
+                passed=passed,
+                failed=failed,
+                errored=verdicts.count("errored"),
+                pending=verdicts.count("pending"),
+                stopped_early=sum(
+                    1 for c in convs if any(a.verdict == "skipped" for a in c.assertions)
+                ),
+                k=k,
+                pass_rate=round(passed / k, 4) if k else None,
+                pass_hat_k=failed == 0 if k else None,
+                pass_at_k=passed > 0 if k else None,
+                assertions=[
+                    _assertion_across(
+                        i,
+                        a.kind,
+                        [c.assertions[i] for c in convs if i < len(c.assertions)],
+                        file,
+                        lines[i],
+                    )
+                    for i, a in enumerate(scen.assertions)
+                ],
+            )
+        )
+    return out
 
 
 def build_report(
@@ -180,6 +303,7 @@ def build_report(
         ),
         unmatched=unmatched,
         warnings=warnings if warnings != Warnings() else None,
+        scenarios=scenario_results(evaluator.scenarios, conversations),
     )
 
 

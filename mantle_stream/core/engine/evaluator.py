@@ -157,7 +157,11 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             raise UsageError("an evaluator needs at least one scenario")
         self._by_name: dict[str, Plan] = {}
         for plan in self._plans:
-            for name in {plan.scenario.stem, plan.scenario.name}:
+            # A file's stem is a second name; a scenario loaded from text has no file.
+            names = {plan.scenario.name}
+            if not plan.scenario.path.startswith("<"):
+                names.add(plan.scenario.stem)
+            for name in names:
                 other = self._by_name.get(name)
                 if other is not None and len(self._plans) > 1:
                     raise UsageError(

@@ -1,0 +1,114 @@
+"""Scenario results: the conversations judged against a scenario are its runs.
+
+Three runs each of five scenarios: one always passing, one flaky, one always
+failing, one with a run mantle_stream stopped early, one with a run whose
+regular expression ran out of time (an error of the harness, not a failure).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mantle_stream as ms
+from mantle_stream.outputs.report import ScenarioResult
+
+from _harness import line, scenario
+
+SKILL = {"skill_activated": {"skill_id": "card"}}
+SAID = {"bot_uttered": {"text_matches": "done"}}
+EVIL = {"bot_uttered": {"text_matches": r"(a+)+$"}}
+SCENARIOS = [
+    scenario(SKILL, SAID, name="always"),
+    scenario(SKILL, SAID, name="flaky"),
+    scenario(SKILL, name="never"),
+    scenario(SKILL, SAID, name="stopped"),
+    scenario(SKILL, EVIL, name="errored"),
+]
+
+
+def run(cid: str, *payloads: dict[str, Any]) -> list[bytes]:
+    rows = [line(cid, seq, **payload) for seq, payload in enumerate(payloads)]
+    return [*rows, line(cid, len(payloads), session_ended={})]
+
+
+ACTIVATED = {"skill_activated": {"skill_id": "card", "step_id": None}}
+OTHER = {"skill_activated": {"skill_id": "other", "step_id": None}}
+DONE = {"bot": {"text": "all done", "data": None}}
+SILENT = {"bot": {"text": "hmm", "data": None}}
+EVIL_TEXT = {"bot": {"text": "a" * 5000 + "!", "data": None}}  # backtracks for ever
+ENDS_IN_A = {"bot": {"text": "a pizza", "data": None}}  # matches the pattern at once
+
+
+def results() -> dict[str, ScenarioResult]:
+    evaluator = ms.Evaluator(
+        SCENARIOS,
+        assignments={
+            f"{name}-{n}": name
+            for name in ("always", "flaky", "never", "stopped", "errored")
+            for n in range(3)
+        },
+        regex_timeout=0.01,
+    )
+    lines: list[bytes] = []
+    for n in range(3):
+        lines += run(f"always-{n}", ACTIVATED, DONE)
+        lines += run(f"flaky-{n}", ACTIVATED, DONE if n != 1 else SILENT)
+        lines += run(f"never-{n}", OTHER)
+        lines += run(f"errored-{n}", ACTIVATED, EVIL_TEXT if n == 2 else ENDS_IN_A)
+    # A run stopped early: told to stop after its first verdict (the skill passed).
+    evaluator.push_line(line("stopped-0", 0, **ACTIVATED))
+    evaluator.stop("stopped-0")
+    evaluator.finish("stopped-0")
+    for n in (1, 2):
+        lines += run(f"stopped-{n}", ACTIVATED, DONE)
+    for row in lines:
+        evaluator.push_line(row)
+    evaluator.finish_all()
+    return {s.scenario: s for s in ms.build_report(evaluator).scenarios}
+
+
+def figures(s: ScenarioResult) -> tuple[Any, ...]:
+    return (s.runs, s.passed, s.failed, s.errored, s.stopped_early, s.k, s.pass_rate,
+            s.pass_hat_k, s.pass_at_k)  # fmt: skip
+
+
+def test_each_scenario_counts_its_runs_and_rates() -> None:
+    by_name = results()
+    assert list(by_name) == ["always", "flaky", "never", "stopped", "errored"]
+    assert figures(by_name["always"]) == (3, 3, 0, 0, 0, 3, 1.0, True, True)
+    assert figures(by_name["flaky"]) == (3, 2, 1, 0, 0, 3, 0.6667, False, True)
+    assert figures(by_name["never"]) == (3, 0, 3, 0, 0, 3, 0.0, False, False)
+    # The stopped run passed what it was judged on; what it did not get to is
+    # skipped, and it counts as stopped early.
+    assert figures(by_name["stopped"]) == (3, 3, 0, 0, 1, 3, 1.0, True, True)
+    # An evaluation error is errored, never failed: out of the pass rate's runs.
+    assert figures(by_name["errored"]) == (3, 2, 0, 1, 0, 2, 1.0, True, True)
+
+
+def test_each_assertion_is_classed_across_runs() -> None:
+    by_name = results()
+
+    def classes(name: str) -> list[tuple[str, int, int]]:
+        return [(a.verdict, a.failed, a.judged) for a in by_name[name].assertions]
+
+    assert classes("always") == [("passed", 0, 3), ("passed", 0, 3)]
+    assert classes("flaky") == [("passed", 0, 3), ("flaky", 1, 3)]
+    assert classes("never") == [("failed", 3, 3)]
+    # The stopped run's message check was skipped: judged in two runs only.
+    assert classes("stopped") == [("passed", 0, 3), ("passed", 0, 2)]
+    assert by_name["stopped"].assertions[1].skipped == 1
+    assert classes("errored") == [("passed", 0, 3), ("passed", 0, 2)]
+    assert by_name["errored"].assertions[1].errored == 1
+
+
+def test_each_scenario_and_assertion_points_at_its_file() -> None:
+    always = results()["always"]
+    assert always.file is None  # loaded from text: lines, no file
+    assert [a.line for a in always.assertions] == [1, 1]
+    card = ms.load_scenario_file("examples/eval/scenarios/card_replace_damaged.yml")
+    evaluator = ms.Evaluator([card])
+    [result] = ms.build_report(evaluator).scenarios
+    assert (result.runs, result.k, result.pass_rate, result.pass_hat_k) == (0, 0, None, None)
+    assert result.file == "examples/eval/scenarios/card_replace_damaged.yml"
+    assert [a.line for a in result.assertions] == list(card.lines)
+    assert {a.verdict for a in result.assertions} == {"not judged"}
