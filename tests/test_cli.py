@@ -70,7 +70,10 @@ def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
         "recorded",
         "started",
         "duration",
+        "turn_starts",
     }
+    # Where each turn begins: the sequence of each user message that starts one.
+    assert first["turn_starts"] == sorted(first["turn_starts"]) and first["turn_starts"]
     assert set(first["assertions"][0]) == {
         "index",
         "kind",

@@ -172,6 +172,8 @@ class ConversationResult(msgspec.Struct, frozen=True):
     # event's, and the time to its session_ended (None when it ended otherwise).
     started: float | None = None
     duration: float | None = None
+    # The sequence of each turn's user message (the first 1,000 turns).
+    turn_starts: tuple[int, ...] = ()
 
 
 class Statistics(msgspec.Struct, frozen=True):

@@ -62,6 +62,8 @@ class ReportConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     # From the events' timestamps: when it started (epoch seconds) and how long it ran.
     started: float | None = None
     duration: float | None = None
+    # The sequence of each turn's user message: where its turns begin.
+    turn_starts: list[int] = []
 
 
 class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -179,6 +181,7 @@ def report_conversation(
         recorded=None if run is None else Recorded(run.path, run.run_index, compare(result, run)),
         started=result.started,
         duration=result.duration,
+        turn_starts=list(result.turn_starts),
     )
 
 

@@ -48,6 +48,7 @@ class ConversationState(msgspec.Struct, frozen=True):
     late_max: int = -1  # the highest sequence that came after the end
     first_time: float | str | None = None  # timestamps of its first and last applied events
     last_time: float | str | None = None
+    turn_starts: list[int] = []  # the sequence of each turn's user message
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -106,6 +107,7 @@ class Checkpoints:
             events=conv.events,
             last_seq=conv.last_seq,
             turn=conv.turn,
+            turn_starts=list(conv.turn_starts),
             armed=list(conv.armed),
             results=list(conv.results),
             machines=[
@@ -142,6 +144,7 @@ class Checkpoints:
             )
         conv = Conversation(state.conversation_id, plan)
         conv.events, conv.turn, conv.armed = state.events, state.turn, list(state.armed)
+        conv.turn_starts = list(state.turn_starts)
         conv.last_seq = conv.replay_upto = conv.max_seen = state.last_seq
         conv.unsequenced = conv.replay_unsequenced = state.unsequenced
         if state.recent_ids:

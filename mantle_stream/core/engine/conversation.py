@@ -27,6 +27,7 @@ from mantle_stream.core.verdicts import (
 __all__ = [
     "MAX_SEQUENCE_JUMP",
     "MAX_TOMBSTONES",
+    "MAX_TURN_STARTS",
     "MAX_UNNAMED_BUFFER",
     "MAX_UNNAMED_BYTES",
     "RECENT_GAPS",
@@ -50,6 +51,9 @@ RECENT_IDS = 64
 MAX_SEQUENCE_JUMP = 100_000
 #: Ids of conversations let go of (keep_finished) remembered to count late events.
 MAX_TOMBSTONES = 100_000
+#: Turn starts remembered per conversation (for pictures of it; a Mantle
+#: conversation has at most 30 simulated turns).
+MAX_TURN_STARTS = 1000
 #: Given-up gaps remembered per conversation, to tell late events from duplicates.
 RECENT_GAPS = 16
 
@@ -144,6 +148,7 @@ class Conversation:
         "results",
         "stopped",
         "turn",
+        "turn_starts",
         "unsequenced",
     )
 
@@ -156,6 +161,7 @@ class Conversation:
         self.failed = False  # an assertion has failed
         self.events = 0
         self.turn = 0
+        self.turn_starts: list[int] = []  # the sequence of each turn's user message
         self.armed: list[int] = []  # machines to show the next turn-starting user event
         self.finished = False
         self.stopped: Decision | None = None  # the simulator was told to stop, after this

@@ -25,6 +25,7 @@ from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT, DEFAULT_REORDER_W
 from mantle_stream.core.engine.checkpoints import Checkpoint, Checkpoints, ConversationState
 from mantle_stream.core.engine.conversation import (
     MAX_TOMBSTONES,
+    MAX_TURN_STARTS,
     MAX_UNNAMED_BUFFER,
     MAX_UNNAMED_BYTES,
     Conversation,
@@ -490,6 +491,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                         # A turn starts at a real message, not "" or a /command.
                         if text and (text := text.strip()) and text[0] != "/":
                             conv.turn += 1
+                            if seq is not None and conv.turn <= MAX_TURN_STARTS:
+                                conv.turn_starts.append(seq)
                             if conv.armed:  # machines that asked to see this boundary
                                 self._end_of_turn(conv, payload, seq, out)
                     route = plan.routes.get(cls)
@@ -899,4 +902,5 @@ def _result_of(conv: Conversation) -> ConversationResult:
         max(last - first, 0.0)  # type: ignore[operator]
         if started is not None and type(last) is float
         else None,
+        tuple(conv.turn_starts),
     )
