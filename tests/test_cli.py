@@ -573,7 +573,8 @@ def test_a_big_replay_shows_a_row_per_scenario_and_the_digest(tmp_path: Path) ->
     assert proc.returncode == 1
     out = " ".join(proc.stdout.split())
     assert "by scenario" in out and CARD_EXPRESS not in out.split("failed assertions:")[0]
-    assert "│ 60 │ 20 │ 40 │ 80 │" in out  # conversations, passed, failed, failed assertions
+    # runs, passed, failed, errored, stopped early, pass rate, pass^k, pass@k, failed assertions
+    assert "│ 60 │ 20 │ 40 │ 0 │ 0 │ 33% │ no │ yes │ 80 │" in out
     assert "+30 more (every one is in --format json and --jsonl)" in out
 
 

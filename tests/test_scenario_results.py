@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
+
 import mantle_stream as ms
 from mantle_stream.outputs.report import ScenarioResult
+from mantle_stream.outputs.table import ReportTable
 
 from _harness import line, scenario
 
@@ -39,7 +42,7 @@ EVIL_TEXT = {"bot": {"text": "a" * 5000 + "!", "data": None}}  # backtracks for 
 ENDS_IN_A = {"bot": {"text": "a pizza", "data": None}}  # matches the pattern at once
 
 
-def results() -> dict[str, ScenarioResult]:
+def report() -> ms.Report:
     evaluator = ms.Evaluator(
         SCENARIOS,
         assignments={
@@ -64,7 +67,11 @@ def results() -> dict[str, ScenarioResult]:
     for row in lines:
         evaluator.push_line(row)
     evaluator.finish_all()
-    return {s.scenario: s for s in ms.build_report(evaluator).scenarios}
+    return ms.build_report(evaluator)
+
+
+def results() -> dict[str, ScenarioResult]:
+    return {s.scenario: s for s in report().scenarios}
 
 
 def figures(s: ScenarioResult) -> tuple[Any, ...]:
@@ -112,3 +119,19 @@ def test_each_scenario_and_assertion_points_at_its_file() -> None:
     assert result.file == "examples/eval/scenarios/card_replace_damaged.yml"
     assert [a.line for a in result.assertions] == list(card.lines)
     assert {a.verdict for a in result.assertions} == {"not judged"}
+
+
+def test_the_table_has_a_row_per_scenario_and_lists_the_flaky_assertions() -> None:
+    console = Console(width=160, record=True, color_system=None)
+    console.print(ReportTable(report(), SCENARIOS))
+    text = console.export_text()
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 8}
+    # runs, passed, failed, errored, stopped early, pass rate, pass^k, pass@k
+    assert (
+        "│    3 │      2 │      1 │       0 │       0 │       67% │     no │    yes │"
+        in (rows["flaky"])
+    )
+    assert "│       1 │       0 │      100% │    yes │    yes │" in rows["errored"]
+    assert "│ 0% │ no │ no │" in " ".join(rows["never"].split())
+    assert "1 flaky assertions:" in text
+    assert "#1 bot_uttered flaky (1/3 runs failed) in flaky" in text

@@ -64,7 +64,9 @@ def failure_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[Te
         scenario = where.get(conv.scenario or "")
         at = "at the end" if a.decided_at is None else f"at sequence {a.decided_at}"
         source = ""
-        if scenario is not None and a.index < len(scenario.lines):
+        if a.file and a.line:
+            source = f"{a.file}:{a.line}  "
+        elif scenario is not None and a.index < len(scenario.lines):
             source = f"{scenario.path}:{scenario.lines[a.index]}  "
         lines.append(
             Text.assemble(
@@ -104,6 +106,11 @@ class ReportTable:
             parts.append(self._by_scenario())
         else:
             parts.extend(self._by_conversation())
+            if any(s.runs > 1 for s in self.report.scenarios):
+                parts.extend([Text(""), self._by_scenario()])  # scenarios run several times
+        flaky = self._flaky()
+        if flaky:
+            parts.extend([Text(""), *flaky])
         digest = failure_lines(self.report, self.scenarios)
         if digest:
             parts.extend([Text(""), *digest, Text("")])
@@ -128,23 +135,29 @@ class ReportTable:
         yield Group(*parts)
 
     def _by_scenario(self) -> Table:
-        rows: dict[str, list[int]] = {}
-        for conv in self.report.conversations:
-            row = rows.setdefault(conv.scenario or "", [0, 0, 0, 0])
-            row[0] += 1
-            row[1] += conv.verdict == "passed"
-            row[2] += conv.verdict == "failed"
-            row[3] += sum(a.verdict == "failed" for a in conv.assertions)
+        """A row per scenario: its runs, how they went, and the rates over them."""
         table = Table(title="by scenario", title_justify="left")
-        for name in ("scenario", "conversations", "passed", "failed", "failed assertions"):
+        columns = ("scenario", "runs", "passed", "failed", "errored", "stopped",
+                   "pass rate", "pass^k", "pass@k", "failed assertions")  # fmt: skip
+        for name in columns:
             table.add_column(name, justify="left" if name == "scenario" else "right")
-        for name, (total, passed, failed, assertions) in rows.items():
+        by_name = {c.scenario: 0 for c in self.report.conversations}
+        for conv in self.report.conversations:
+            by_name[conv.scenario] += sum(a.verdict == "failed" for a in conv.assertions)
+        for s in self.report.scenarios:
+            if not s.runs:
+                continue
             table.add_row(
-                literal(name),
-                str(total),
-                Text(str(passed), style="green"),
-                Text(str(failed), style="bold red" if failed else ""),
-                str(assertions),
+                literal(s.scenario),
+                str(s.runs),
+                Text(str(s.passed), style="green"),
+                Text(str(s.failed), style="bold red" if s.failed else ""),
+                Text(str(s.errored), style="magenta" if s.errored else ""),
+                str(s.stopped_early),
+                "-" if s.pass_rate is None else f"{s.pass_rate:.0%}",
+                _yes_no(s.pass_hat_k),
+                _yes_no(s.pass_at_k),
+                str(by_name.get(s.scenario, 0)),
             )
         return table
 
@@ -191,3 +204,30 @@ class ReportTable:
                         )
                     )
         return parts
+
+    def _flaky(self) -> list[Text]:
+        """The assertions that passed in some runs and failed in others."""
+        lines = []
+        for s in self.report.scenarios:
+            for a in s.assertions:
+                if a.verdict == "flaky":
+                    where = f"{a.file}:{a.line}  " if a.file and a.line else ""
+                    lines.append(
+                        Text.assemble(
+                            "  ",
+                            literal(where, "bold"),
+                            (f"#{a.index} {a.kind}", "cyan"),
+                            (f" flaky ({a.failed}/{a.judged} runs failed)", "yellow"),
+                            " in ",
+                            literal(s.scenario, "bold"),
+                        )
+                    )
+        if lines:
+            lines.insert(0, Text(f"{len(lines)} flaky assertions:", style="bold yellow"))
+        return lines
+
+
+def _yes_no(value: bool | None) -> Text:
+    if value is None:
+        return Text("-")
+    return Text("yes", style="green") if value else Text("no", style="red")
