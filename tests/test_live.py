@@ -498,8 +498,10 @@ def test_colour_changes_no_character_of_the_layout(name: str, width: int, limit:
 
 
 def test_compact_rows_run_running_then_failed_then_passed() -> None:
-    rows = [line for line in render(LiveView(many()), 120).splitlines()[4:] if line.strip()]
-    marks = "".join(row[0] for row in rows[1:])
+    lines = render(LiveView(many()), 120).splitlines()
+    table = next(i for i, line in enumerate(lines) if line.lstrip().startswith("conversation"))
+    rows = [line for line in lines[table + 1 :] if line.strip()]
+    marks = "".join(row[0] for row in rows)
     assert marks == "…" * 5 + "✘" * 4 + "✔" * 3
 
 
@@ -548,7 +550,8 @@ def test_long_ids_are_cut_in_the_middle_keeping_their_tail() -> None:
 
 
 def test_detail_limit_chooses_between_sections_and_the_table() -> None:
-    assert "conversation" in render(LiveView(mixed(), detail_limit=2), 100).splitlines()[4]
+    compact = render(LiveView(mixed(), detail_limit=2), 100).splitlines()
+    assert any(line.lstrip().startswith("conversation") for line in compact[4:8])
     assert re.search(
         r"\n  ✘ failed +#1 tool_executed ", render(LiveView(many(), detail_limit=12), 120)
     )
@@ -735,3 +738,19 @@ def test_decision_line(decision: Decision, line: str) -> None:
 )
 def test_summary_line(snapshot: LiveSnapshot, line: str) -> None:
     assert summary_line(snapshot) == line
+
+
+def test_compact_view_has_a_row_per_scenario_with_its_runs() -> None:
+    # Many conversations over several scenarios: their runs so far, failures first.
+    lines = render(LiveView(many()), 120).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("scenario "))
+    assert lines[header].split() == [
+        "scenario", "runs", "running", "passed", "failed", "errored", "rate"
+    ]  # fmt: skip
+    card = next(line for line in lines if line.startswith("Customer replaces a damaged card"))
+    assert card.split()[-6:] == ["3", "1", "1", "1", "0", "50%"]
+    # One scenario only: no such rows.
+    one = msgspec.structs.replace(
+        many(), conversations=tuple(c for c in many().conversations if c.scenario == CARD)
+    )
+    assert not any(line.startswith("scenario ") for line in render(LiveView(one), 120).splitlines())

@@ -41,6 +41,7 @@ the golden tests) lose nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 import msgspec
@@ -248,6 +249,12 @@ class LiveView:
                 height = DEFAULT_HEIGHT
             # What is left once the panel, the table's header row and the footer are drawn.
             rows = height - (len(lines) + 2) - 1 - len(footer)
+            by_scenario = _scenario_rows(snap, width, max(rows // 3, 1))
+            if by_scenario:
+                parts.extend(by_scenario)
+                table = by_scenario[0]
+                assert isinstance(table, Table)
+                rows -= table.row_count + 1 + (len(by_scenario) - 1)  # rows, header, "+N"
             parts.extend(_compact(snap, width, rows))
         yield Group(*parts, *footer)
 
@@ -484,6 +491,50 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
             if tally[v]
         )
         parts.append(Text(f"+{len(hidden)} more: {said}", style="dim"))
+    return parts
+
+
+#: Scenarios listed with their runs above the compact table, at most.
+MAX_SCENARIO_ROWS = 8
+
+
+def _scenario_rows(snap: LiveSnapshot, width: int, budget: int) -> list[RenderableType]:
+    """With many conversations over several scenarios, a compact row per scenario:
+    its runs so far (running, passed, failed, errored) and the pass rate of those
+    judged; the scenarios with failures first."""
+    runs: dict[str, Counter[str]] = {}
+    for conv in snap.conversations:
+        runs.setdefault(conv.scenario or "—", Counter())[conv.verdict] += 1
+    if len(runs) < 2:
+        return []
+    limit = max(min(MAX_SCENARIO_ROWS, budget), 1)
+    table = Table.grid(padding=(0, 1))
+    table.show_header = True
+    table.header_style = "bold"
+    numbers = ("runs", "running", "passed", "failed", "errored", "rate")
+    # The counts keep their width; the scenario's name gives way (ellipsized).
+    room = width - sum(len(name) + 1 for name in numbers) - 1
+    table.add_column(
+        "scenario", width=max(min(room, max(len(n) for n in runs)), 8), no_wrap=True,
+        overflow="ellipsis",
+    )  # fmt: skip
+    for name in numbers:
+        table.add_column(name, justify="right", width=len(name), no_wrap=True)
+    ordered = sorted(runs.items(), key=lambda item: -item[1]["failed"])
+    for name, tally in ordered[:limit]:
+        judged = tally["passed"] + tally["failed"]
+        table.add_row(
+            literal(name),
+            str(tally.total()),
+            Text(str(tally["pending"]), style="yellow" if tally["pending"] else ""),
+            Text(str(tally["passed"]), style="green"),
+            Text(str(tally["failed"]), style="bold red" if tally["failed"] else ""),
+            Text(str(tally["errored"]), style="magenta" if tally["errored"] else ""),
+            f"{tally['passed'] / judged:.0%}" if judged else "-",
+        )
+    parts: list[RenderableType] = [table]
+    if len(ordered) > limit:
+        parts.append(Text(f"+{len(ordered) - limit} more scenarios", style="dim"))
     return parts
 
 
