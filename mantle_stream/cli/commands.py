@@ -37,6 +37,7 @@ from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.jsonl import JsonlWriter
 from mantle_stream.outputs.junit import JunitWriter
 from mantle_stream.outputs.live import LiveSnapshot, LiveView, summary_line
@@ -199,6 +200,15 @@ class _Session:
             self.sinks.append(junit)
         if self.plain:
             self.sinks.append(DecisionLines())
+        # --annotations github: told the report after the human output (_finish), not
+        # among the sinks above. With --format json standard output holds the report
+        # alone, so the workflow commands go to standard error (the runner reads both).
+        self.annotations: GithubAnnotations | None = None
+        if getattr(args, "annotations", "none") == "github":
+            self.annotations = GithubAnnotations(
+                sys.stderr if getattr(args, "format", None) == "json" else None,
+                summary=os.environ.get("GITHUB_STEP_SUMMARY") or None,
+            )
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
 
@@ -310,6 +320,8 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
             print(summary_line(session.snapshot(runner, final=True)), flush=True)
         for line in notes(report):
             print(line, flush=True)
+    if session.annotations is not None:
+        session.annotations.on_end(report)
     if outcome.ending == "bad-event":
         print(f"mantle-stream: error: {outcome.error}", file=sys.stderr)
         print(

@@ -81,6 +81,15 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="add to an existing --jsonl file (default) or start it afresh",
     )
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
+    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
+    p.add_argument(
+        "--annotations",
+        choices=("github", "none"),
+        default="github" if in_actions else "none",
+        help="github: at the end, print GitHub Actions annotations for failing, flaky "
+        "and errored assertions, and append a Markdown summary to $GITHUB_STEP_SUMMARY "
+        "when it is set (default: github when $GITHUB_ACTIONS is `true`, else none)",
+    )
     p.add_argument(
         "--fail-fast",
         action="store_true",
