@@ -38,6 +38,7 @@ from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
 from mantle_stream.outputs.github import GithubAnnotations
+from mantle_stream.outputs.html import HtmlWriter
 from mantle_stream.outputs.jsonl import JsonlWriter
 from mantle_stream.outputs.junit import JunitWriter
 from mantle_stream.outputs.live import LiveSnapshot, LiveView, summary_line
@@ -198,6 +199,8 @@ class _Session:
             # Written as conversations leave memory, completed with the report.
             evaluator.on_let_go = junit.add
             self.sinks.append(junit)
+        if getattr(args, "html", None):
+            self.sinks.append(HtmlWriter(args.html))  # written whole from the report
         if self.plain:
             self.sinks.append(DecisionLines())
         # --annotations github: told the report after the human output (_finish), not

@@ -81,6 +81,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="add to an existing --jsonl file (default) or start it afresh",
     )
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
+    p.add_argument(
+        "--html",
+        metavar="PATH",
+        help="write a picture of the run at the end: one self-contained HTML file",
+    )
     in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
     p.add_argument(
         "--annotations",
@@ -331,6 +336,11 @@ def _parser() -> argparse.ArgumentParser:
         "--jsonl", metavar="PATH", help="append one JSON line per verdict as it is decided"
     )
     demo.add_argument("--junit", metavar="PATH", help="write a JUnit XML report at the end")
+    demo.add_argument(
+        "--html",
+        metavar="PATH",
+        help="write a picture of the run at the end: one self-contained HTML file",
+    )
     demo.add_argument("--fail-fast", action="store_true", help="stop at the first failed assertion")
     return parser
 
