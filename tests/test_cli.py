@@ -669,10 +669,17 @@ def test_junit_holds_every_conversation_even_those_let_go_of(tmp_path: Path) -> 
             str(path),
         )
         assert proc.returncode == 1, proc.stderr
-    # Two conversations left memory before the end: their suites were written as they
-    # went, so the file lists all three, with the totals of all three.
+    # Two conversations left memory before the end: their cases were written as they
+    # went, so the scenario's suite lists all three runs, with the totals of all three.
     root, full = ET.parse(junit).getroot(), ET.parse(whole).getroot()
-    assert len(root.findall("testsuite")) == 3
+    [suite] = root.findall("testsuite")
+    runs = {
+        p.get("value")
+        for p in suite.iterfind("testcase/properties/property[@name='conversation_id']")
+    }
+    assert len(runs) == 3
+    [total] = [p for p in suite.iterfind("properties/property") if p.get("name") == "runs"]
+    assert total.get("value") == "3"
     assert {k: root.get(k) for k in ("tests", "failures", "errors")} == {
         k: full.get(k) for k in ("tests", "failures", "errors")
     }

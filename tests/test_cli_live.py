@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import xmlschema
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -94,19 +95,28 @@ def test_junit_is_well_formed_with_one_case_per_assertion(tmp_path: Path) -> Non
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
     suites = root.findall("testsuite")
-    assert len(suites) == 13
+    assert len(suites) == 5  # a suite per scenario, its runs the 13 conversations
     cases = root.findall("testsuite/testcase")
     assert len(cases) == 143
     failures = root.findall("testsuite/testcase/failure")
     assert len(failures) == 26 == int(root.get("failures", "-1"))
-    express = next(s for s in suites if s.get("name") == CARD_EXPRESS)
-    # From the events' own timestamps: first to last, and when it started (UTC).
-    assert (express.get("time"), express.get("timestamp")) == ("76.476", "2026-12-01T09:07:00")
-    failed = {c.get("name"): c.find("failure") for c in express.findall("testcase")}
-    tool = failed["#5 tool_executed"]
-    assert tool is not None
-    assert "shipping" in (tool.get("message") or "")
-    assert failed["#0 skill_activated"] is None
+    card = next(s for s in suites if s.get("file") == str(CARD))
+    # From the events' own timestamps: its three runs' time, and when the first began (UTC).
+    assert (card.get("time"), card.get("timestamp")) == ("221.562", "2026-12-01T09:00:00")
+    # CARD_EXPRESS is the results folder's run_2.json: its run_index names its cases.
+    express = {
+        c.get("name"): c
+        for c in card.findall("testcase")
+        if c.find(f"properties/property[@value='{CARD_EXPRESS}']") is not None
+    }
+    tool = express["run 2 #5 tool_executed"]
+    assert (tool.get("file"), tool.get("line")) == (str(CARD), "42")
+    failure = tool.find("failure")
+    assert failure is not None
+    assert "shipping" in (failure.get("message") or "")
+    assert express["run 2 #0 skill_activated"].find("failure") is None
+    schema = xmlschema.XMLSchema(str(Path(__file__).parent / "data" / "junit-mantle.xsd"))
+    schema.validate(str(junit))
 
 
 def test_jsonl_lines_appear_while_the_feed_is_still_being_written(tmp_path: Path) -> None:

@@ -498,12 +498,16 @@ def test_junit_writes_conversations_as_they_are_let_go_of(tmp_path: Path) -> Non
     for n in range(50):
         for line in finished_conversation(f"c{n}", fails=n % 5 == 0):
             evaluator.push_line(line)
-        if n == 10:  # written out already, to a file beside it, as they go
+        if n == 10:  # written out already, to its scenario's body beside it, as they go
             assert writer.tests == 8
             assert [p.name[:11] for p in tmp_path.iterdir()] == [".junit.xml-"]
     writer.finish(ms.build_report(evaluator))
     root = ET.parse(tmp_path / "junit.xml").getroot()
-    names = [s.attrib["name"] for s in root.findall("testsuite")]
-    assert sorted(names) == sorted(f"c{n}" for n in range(50))
+    [suite] = root.findall("testsuite")  # one scenario: its fifty runs
+    assert suite.get("name") == "t"
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [f"run {n} #0 skill_activated" for n in range(1, 51)]
+    ids = [c.find("properties/property[@name='conversation_id']") for c in cases]
+    assert [p.get("value") for p in ids if p is not None] == [f"c{n}" for n in range(50)]
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("50", "10", "0")
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]

@@ -181,7 +181,7 @@ async def test_the_real_outputs_as_sinks(tmp_path: Path) -> None:
     ]
     sinks = Sinks(outputs)
     evaluator = ms.Evaluator([scenario(SKILL, FORBID_CANNOT_HELP)], keep_finished=1)
-    evaluator.on_let_go = junit.add  # c1's suite is written as it leaves memory
+    evaluator.on_let_go = junit.add  # c1's cases are written as it leaves memory
     async with open_feed(str(feed_file)) as feed:
         await wired(evaluator, sinks).run(feed)
     sinks.on_end(ms.build_report(evaluator))
@@ -198,7 +198,14 @@ async def test_the_real_outputs_as_sinks(tmp_path: Path) -> None:
     )
     assert printed.getvalue() == "".join(decision_line(d) + "\n" for d in decided.decisions)
     root = ET.parse(tmp_path / "junit.xml").getroot()
-    assert [suite.get("name") for suite in root] == ["c1", "c2"]
+    [suite] = root  # one scenario, its two runs: c1 let go of, c2 kept
+    assert suite.get("name") == "t"
+    assert [c.get("name") for c in suite.iter("testcase")] == [
+        "run 1 #0 skill_activated",
+        "run 1 #1 bot_did_not_utter",
+        "run 2 #0 skill_activated",
+        "run 2 #1 bot_did_not_utter",
+    ]
     assert (root.get("tests"), root.get("failures")) == ("4", "1")
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "feed.jsonl",

@@ -1,139 +1,362 @@
-"""JUnit XML: one ``<testsuite>`` per conversation, one ``<testcase>`` per assertion.
+"""JUnit XML: one ``<testsuite>`` per scenario, one ``<testcase>`` per (run, assertion).
 
-The shape Jenkins, GitLab and GitHub test reporters read. Conversations a
-long run lets go of are written as they go, and the file is moved into
-place atomically at the end of the run (:class:`JunitWriter`, a
-:class:`~mantle_stream.outputs.sink.Sink` whose ``on_end`` does that).
+The shape Jenkins, GitLab and GitHub test reporters read, for Mantle's
+scenarios run several times: a scenario's runs are the conversations judged
+against it. A case is named ``run 2 #5 tool_executed`` (run, assertion index,
+kind), its ``classname`` the scenario, with the assertion's ``file`` and
+``line``; ``<failure>`` for failed, ``<error>`` for errored (could not be
+evaluated: never a failure), ``<skipped>`` for skipped and pending; its
+``<properties>`` say the conversation, ``decided_at`` and ``reason``. Each
+suite's ``<properties>`` give the scenario's runs, pass rate, pass^k, pass@k
+and flaky assertions. Conversations judged against no scenario are errors in
+a suite of their own, ``unmatched``.
+
+Runs a long run lets go of are written as they go, to one temporary body per
+scenario beside the file (:class:`JunitWriter`); at the end each suite is put
+together under its totals and the file is moved into place atomically.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO
 
 from mantle_stream.core.engine.evaluator import UnmatchedConversation
 from mantle_stream.core.errors import FeedError
+from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage
 from mantle_stream.outputs.atomic import atomic_file
-from mantle_stream.outputs.report import Report, ReportConversation, report_conversation
+from mantle_stream.outputs.report import (
+    Report,
+    ReportConversation,
+    ScenarioResult,
+    report_conversation,
+)
 
-__all__ = ["JunitWriter", "junit_xml"]
+__all__ = ["UNMATCHED_SUITE", "JunitWriter", "junit_xml"]
+
+#: The name of the suite of the conversations judged against no scenario.
+UNMATCHED_SUITE = "unmatched conversations"
 
 
-def _suite(conv: ReportConversation) -> ET.Element:
-    """One conversation as a ``<testsuite>``: a case per assertion."""
-    failures = sum(1 for a in conv.assertions if a.verdict == "failed")
-    errors = sum(1 for a in conv.assertions if a.verdict == "errored")
-    skipped = sum(1 for a in conv.assertions if a.verdict in ("pending", "skipped"))
-    suite = ET.Element(
-        "testsuite",
-        name=conv.conversation_id,
-        tests=str(len(conv.assertions)),
-        failures=str(failures),
-        errors=str(errors),
-        skipped=str(skipped),
-    )
-    if conv.duration is not None and conv.started is not None:
-        # How long the conversation ran, from its events' own timestamps.
-        suite.set("time", f"{conv.duration:.3f}")
-        suite.set(
-            "timestamp", datetime.fromtimestamp(conv.started, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+def _figure(value: float | bool | None) -> str:
+    if value is None:
+        return "n/a"  # no run judged
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _decided_at(sequence: int | None, verdict: str) -> str:
+    """The deciding event's ``sequence``; the end of the conversation; or nothing yet."""
+    if sequence is not None:
+        return str(sequence)
+    return "" if verdict in ("pending", "skipped") else "end of conversation"
+
+
+@dataclass
+class _Tally:
+    """One assertion of a scenario across the runs written so far."""
+
+    kind: str
+    passed: int = 0
+    failed: int = 0
+
+
+@dataclass
+class _Suite:
+    """A scenario's suite while it is written: its totals and its body (the cases)."""
+
+    name: str
+    body: IO[bytes]
+    unmatched: bool = False  # the conversations judged against no scenario
+    tests: int = 0
+    failures: int = 0
+    errors: int = 0
+    skipped: int = 0
+    # Its runs: how many, and by verdict; those mantle_stream stopped early.
+    runs: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    stopped_early: int = 0
+    started: float | None = None
+    duration: float = 0.0
+    assertions: dict[int, _Tally] = field(default_factory=dict)
+
+    def write(self, case: ET.Element) -> None:
+        self.tests += 1
+        self.failures += case.find("failure") is not None
+        self.errors += case.find("error") is not None
+        self.skipped += case.find("skipped") is not None
+        ET.indent(case, space="  ", level=2)
+        self.body.write(b"    " + ET.tostring(case, encoding="utf-8") + b"\n")
+
+    def element(self, result: ScenarioResult | None) -> ET.Element:
+        """The opening of the suite: its totals and properties (its cases follow)."""
+        suite = ET.Element(
+            "testsuite",
+            name=self.name,
+            tests=str(self.tests),
+            failures=str(self.failures),
+            errors=str(self.errors),
+            skipped=str(self.skipped),
         )
-    ET.SubElement(
-        ET.SubElement(suite, "properties"), "property", name="scenario", value=conv.scenario or ""
-    )
-    for a in conv.assertions:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            name=f"#{a.index} {a.kind}",
-            classname=conv.scenario or conv.conversation_id,
+        if self.started is not None:
+            # How long its runs took together, from their events' own timestamps,
+            # and when the first began (UTC).
+            suite.set("time", f"{self.duration:.3f}")
+            suite.set(
+                "timestamp",
+                datetime.fromtimestamp(self.started, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+            )
+        if result is not None and result.file is not None:
+            suite.set("file", result.file)
+        if self.unmatched:
+            return suite
+        passed, failed = self.verdicts.get("passed", 0), self.verdicts.get("failed", 0)
+        k = passed + failed
+        props = ET.SubElement(suite, "properties")
+        for name, value in (
+            ("scenario", self.name),
+            ("runs", str(self.runs)),
+            ("passed", str(passed)),
+            ("failed", str(failed)),
+            ("errored", str(self.verdicts.get("errored", 0))),
+            ("pending", str(self.verdicts.get("pending", 0))),
+            ("stopped_early", str(self.stopped_early)),
+            ("k", str(k)),
+            ("pass_rate", _figure(round(passed / k, 4) if k else None)),
+            ("pass^k", _figure(failed == 0 if k else None)),
+            ("pass@k", _figure(passed > 0 if k else None)),
+        ):
+            ET.SubElement(props, "property", name=name, value=value)
+        for index, tally in sorted(self.assertions.items()):
+            if tally.passed and tally.failed:
+                judged = tally.passed + tally.failed
+                ET.SubElement(
+                    props,
+                    "property",
+                    name=f"flaky #{index} {tally.kind}",
+                    value=f"flaky ({tally.failed}/{judged} failed)",
+                )
+        return suite
+
+
+class _Assembly:
+    """The suites being written, one body per scenario, and how they are put together.
+
+    Memory holds each suite's counters (a few per scenario and assertion),
+    never its cases: those go to its body as each run is added.
+    """
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path  # None: the bodies are kept in memory
+        # By scenario; None: the conversations judged against no scenario.
+        self.suites: dict[str | None, _Suite] = {}
+        self.body_paths: list[str] = []
+
+    def _body(self) -> IO[bytes]:
+        if self.path is None:
+            return io.BytesIO()
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
+            fd, body_path = tempfile.mkstemp(
+                prefix=f".{os.path.basename(self.path)}-", dir=directory
+            )
+        except OSError as exc:
+            raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
+        self.body_paths.append(body_path)
+        return os.fdopen(fd, "w+b")
+
+    def suite(self, scenario: str | None) -> _Suite:
+        suite = self.suites.get(scenario)
+        if suite is None:
+            name = UNMATCHED_SUITE if scenario is None else scenario
+            suite = _Suite(name, self._body(), unmatched=scenario is None)
+            self.suites[scenario] = suite
+        return suite
+
+    def add_run(self, conv: ReportConversation) -> None:
+        """One run's cases, into its scenario's body."""
+        suite = self.suite(conv.scenario or conv.conversation_id)
+        suite.runs += 1
+        suite.verdicts[conv.verdict] = suite.verdicts.get(conv.verdict, 0) + 1
+        suite.stopped_early += any(a.verdict == "skipped" for a in conv.assertions)
+        if conv.started is not None and conv.duration is not None:
+            suite.duration += conv.duration
+            if suite.started is None or conv.started < suite.started:
+                suite.started = conv.started
+        recorded = conv.recorded.run_index if conv.recorded is not None else None
+        run = suite.runs if recorded is None else recorded
+        for a in conv.assertions:
+            tally = suite.assertions.setdefault(a.index, _Tally(a.kind))
+            tally.passed += a.verdict == "passed"
+            tally.failed += a.verdict == "failed"
+            case = ET.Element(
+                "testcase", name=f"run {run} #{a.index} {a.kind}", classname=suite.name
+            )
+            if a.file is not None:
+                case.set("file", a.file)
+            if a.line is not None:
+                case.set("line", str(a.line))
+            at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
+            props = ET.SubElement(case, "properties")
+            for name, value in (
+                ("conversation_id", conv.conversation_id),
+                ("verdict", a.verdict),
+                ("decided_at", _decided_at(a.decided_at, a.verdict)),
+                ("reason", a.reason),
+            ):
+                ET.SubElement(props, "property", name=name, value=value)
+            if a.verdict == "failed":
+                failure = ET.SubElement(case, "failure", message=a.reason, type=a.kind)
+                failure.text = f"{a.reason}\n(decided at {at})"
+            elif a.verdict == "errored":  # could not be evaluated: not a failure
+                error = ET.SubElement(case, "error", message=a.reason, type="errored")
+                error.text = f"{a.reason}\n(at {at})"
+            elif a.verdict == "pending":
+                ET.SubElement(case, "skipped", message="still pending when the run ended")
+            elif a.verdict == "skipped":
+                ET.SubElement(case, "skipped", message=a.reason)
+            else:
+                ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
+            suite.write(case)
+
+    def add_unmatched(self, u: UnmatchedConversation) -> None:
+        # Not judged is not passed: an error a CI job shows, never a silent absence.
+        suite = self.suite(None)
+        suite.runs += 1
+        case = ET.Element("testcase", name=u.conversation_id, classname=UNMATCHED_SUITE)
+        why = (
+            f"its scenario `{u.scenario}` is not loaded"
+            if u.scenario
+            else "no results file or metadata names its scenario"
         )
-        at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
-        if a.verdict == "failed":
-            failure = ET.SubElement(case, "failure", message=a.reason, type=a.kind)
-            failure.text = f"{a.reason}\n(decided at {at})"
-        elif a.verdict == "pending":
-            ET.SubElement(case, "skipped", message="still pending when the run ended")
-        elif a.verdict == "skipped":
-            ET.SubElement(case, "skipped", message=a.reason)
-        elif a.verdict == "errored":  # could not be evaluated: not a failure
-            ET.SubElement(
-                case, "error", message=a.reason, type="errored"
-            ).text = f"{a.reason}\n(at {at})"
-        else:
-            ET.SubElement(case, "system-out").text = f"{a.reason} (decided at {at})"
-    return suite
+        if u.did_you_mean:
+            why += f"; did you mean `{u.did_you_mean}`?"
+        props = ET.SubElement(case, "properties")
+        ET.SubElement(props, "property", name="conversation_id", value=u.conversation_id)
+        ET.SubElement(props, "property", name="scenario", value=u.scenario or "")
+        ET.SubElement(case, "error", message=f"not judged: {why}", type="unmatched")
+        suite.write(case)
 
+    def assemble(self, out: IO[bytes], report: Report, name: str) -> None:
+        """The whole file: each scenario's suite (in the order they were loaded), then
+        those of scenarios the report does not list, then the unmatched suite."""
+        results = {s.scenario: s for s in report.scenarios}
+        for s in report.scenarios:
+            self.suite(s.scenario)
+            for a in s.assertions:  # assertions no run got to, for the flaky list's kinds
+                self.suites[s.scenario].assertions.setdefault(a.index, _Tally(a.kind))
+        order: list[str | None] = [s.scenario for s in report.scenarios]
+        order += [n for n in self.suites if n not in results and n is not None]
+        if None in self.suites:
+            order.append(None)
+        suites = [self.suites[n] for n in order]
+        root = ET.Element(
+            "testsuites",
+            name=name,
+            tests=str(sum(s.tests for s in suites)),
+            failures=str(sum(s.failures for s in suites)),
+            errors=str(sum(s.errors for s in suites)),
+        )
+        head = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        out.write(head[: head.rindex(b" />")] + b">\n")  # the empty element, opened
+        for suite in suites:
+            element = suite.element(None if suite.unmatched else results.get(suite.name))
+            ET.indent(element, space="  ", level=1)
+            text = ET.tostring(element, encoding="utf-8")
+            if text.endswith(b" />"):  # no properties: the empty element, opened
+                text = text[:-3] + b">"
+            else:
+                text = text[: text.rindex(b"</testsuite>")].rstrip(b" \n")
+            out.write(b"  " + text + b"\n")
+            suite.body.flush()
+            suite.body.seek(0)
+            shutil.copyfileobj(suite.body, out)
+            out.write(b"  </testsuite>\n")
+        out.write(b"</testsuites>\n")
 
-def _unmatched_suite(u: UnmatchedConversation) -> ET.Element:
-    # Not judged is not passed: an error a CI job shows, never a silent absence.
-    suite = ET.Element(
-        "testsuite", name=u.conversation_id, tests="1", failures="0", errors="1", skipped="0"
-    )
-    case = ET.SubElement(
-        suite, "testcase", name="scenario", classname=u.scenario or u.conversation_id
-    )
-    why = (
-        f"its scenario `{u.scenario}` is not loaded"
-        if u.scenario
-        else "no results file or metadata names its scenario"
-    )
-    if u.did_you_mean:
-        why += f"; did you mean `{u.did_you_mean}`?"
-    ET.SubElement(case, "error", message=f"not judged: {why}", type="unmatched")
-    return suite
+    def close(self) -> None:
+        for suite in self.suites.values():
+            suite.body.close()
+        self.suites.clear()
+        for path in self.body_paths:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        self.body_paths.clear()
 
 
 class JunitWriter:
-    """JUnit XML, a ``<testsuite>`` per conversation, a ``<testcase>`` per assertion.
+    """JUnit XML, a ``<testsuite>`` per scenario, a ``<testcase>`` per (run, assertion).
 
-    Conversations a long-lived run lets go of (``keep_finished``) are written
-    to a temporary file beside ``path`` as they leave memory (:meth:`add`, the
-    engine's ``on_let_go``); at the end (:meth:`finish`, the sink's
-    :meth:`on_end`) the ones still kept are added and the file is put
-    together under its totals and moved into place atomically, so a reader
-    never sees half a file and memory never holds more than one suite.
+    Runs a long-lived run lets go of (``keep_finished``) are written to a
+    temporary body per scenario beside ``path`` as they leave memory
+    (:meth:`add`, the engine's ``on_let_go``); at the end (:meth:`finish`,
+    the sink's :meth:`on_end`) the ones still kept are added, each suite is
+    put together under its totals and properties, and the file is moved into
+    place atomically: a reader never sees half a file, and memory holds a
+    suite's counters, never its cases. ``recorded`` (``--results``) gives
+    the runs let go of their ``run_index``; a run without one is numbered by
+    its position among its scenario's runs as they reach the writer (let go
+    of, then those the report lists, in order of first event).
     """
 
-    def __init__(self, path: str, *, name: str = "mantle-stream") -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        name: str = "mantle-stream",
+        recorded: Mapping[str, RecordedRun] | None = None,
+    ) -> None:
         self.path = path
         self.name = name
-        self.tests = self.failures = self.errors = 0
+        self.recorded = recorded
         directory = os.path.dirname(os.path.abspath(path))
+        # Fail at once, not at the first run let go of, when the directory is not writable.
         try:
-            fd, self._body_path = tempfile.mkstemp(
-                prefix=f".{os.path.basename(path)}-", dir=directory
-            )
+            fd, probe = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
         except OSError as exc:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
-        self._body: IO[bytes] | None = os.fdopen(fd, "w+b")
+        os.close(fd)
+        os.unlink(probe)
+        self._assembly: _Assembly | None = _Assembly(path)
+
+    @property
+    def tests(self) -> int:
+        """Cases written so far."""
+        return sum(s.tests for s in self._assembly.suites.values()) if self._assembly else 0
+
+    @property
+    def failures(self) -> int:
+        return sum(s.failures for s in self._assembly.suites.values()) if self._assembly else 0
+
+    @property
+    def errors(self) -> int:
+        return sum(s.errors for s in self._assembly.suites.values()) if self._assembly else 0
 
     def add(self, conversation: ConversationResult | UnmatchedConversation) -> None:
         """Write one finished conversation now (the engine's ``on_let_go``)."""
-        if isinstance(conversation, UnmatchedConversation):
-            self._write(_unmatched_suite(conversation))
-        else:
-            self._write(_suite(report_conversation(conversation)))
-
-    def _write(self, suite: ET.Element) -> None:
-        assert self._body is not None, "written after finish()"
-        self.tests += int(suite.get("tests", "0"))
-        self.failures += int(suite.get("failures", "0"))
-        self.errors += int(suite.get("errors", "0"))
-        ET.indent(suite, space="  ", level=1)
+        assembly = self._assembly
+        assert assembly is not None, "written after finish()"
         try:
-            self._body.write(b"  " + ET.tostring(suite, encoding="utf-8") + b"\n")
+            if isinstance(conversation, UnmatchedConversation):
+                assembly.add_unmatched(conversation)
+            else:
+                run = (self.recorded or {}).get(conversation.conversation_id)
+                assembly.add_run(report_conversation(conversation, run))
         except OSError as exc:
             raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
 
     def on_decisions(self, decisions: list[Decision]) -> None:
-        """Suites are written whole: from conversations let go of, and at the end."""
+        """Cases are written per run: from runs let go of, and at the end."""
 
     def on_stop(self, message: StopMessage) -> None:
         """A stopped conversation's pending assertions end skipped: written at the end."""
@@ -143,52 +366,35 @@ class JunitWriter:
 
     def finish(self, report: Report) -> None:
         """Add what the report still lists and move the whole file into place."""
-        for conv in report.conversations:
-            self._write(_suite(conv))
-        for u in report.unmatched:
-            self._write(_unmatched_suite(u))
-        body = self._body
-        assert body is not None
-        root = ET.Element(
-            "testsuites",
-            name=self.name,
-            tests=str(self.tests),
-            failures=str(self.failures),
-            errors=str(self.errors),
-        )
-        head = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-        opening = head[: head.rindex(b" />")] + b">\n"  # the empty element, opened
+        assembly = self._assembly
+        assert assembly is not None, "finished twice"
         try:
-            body.flush()
-            body.seek(0)
+            for conv in report.conversations:
+                assembly.add_run(conv)
+            for u in report.unmatched:
+                assembly.add_unmatched(u)
             with atomic_file(self.path) as out:
-                out.write(opening)
-                shutil.copyfileobj(body, out)
-                out.write(b"</testsuites>\n")
+                assembly.assemble(out, report, self.name)
+        except OSError as exc:
+            raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
         finally:
             self.close()
 
     def close(self) -> None:
-        """Drop the temporary file (also when the run ends before :meth:`finish`)."""
-        if self._body is not None:
-            self._body.close()
-            self._body = None
-            with contextlib.suppress(OSError):
-                os.unlink(self._body_path)
+        """Drop the temporary bodies (also when the run ends before :meth:`finish`)."""
+        if self._assembly is not None:
+            self._assembly.close()
+            self._assembly = None
 
 
 def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
     """The report as JUnit XML (the whole file in memory: for small reports and tests)."""
-    root = ET.Element("testsuites", name=name)
-    tests = failures = errors = 0
-    for suite in [*map(_suite, report.conversations), *map(_unmatched_suite, report.unmatched)]:
-        root.append(suite)
-        tests += int(suite.get("tests", "0"))
-        failures += int(suite.get("failures", "0"))
-        errors += int(suite.get("errors", "0"))
-    root.set("tests", str(tests))
-    root.set("failures", str(failures))
-    root.set("errors", str(errors))
-    ET.indent(root)
-    xml: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-    return xml + b"\n"
+    assembly = _Assembly(None)
+    for conv in report.conversations:
+        assembly.add_run(conv)
+    for u in report.unmatched:
+        assembly.add_unmatched(u)
+    out = io.BytesIO()
+    assembly.assemble(out, report, name)
+    assembly.close()
+    return out.getvalue()
