@@ -117,6 +117,7 @@ class Runner:
         self.ended: float | None = None  # loop time when the run ended
         self.latest: deque[Decision] = deque(maxlen=20)
         self.stopped_early: list[str] = []
+        self.bytes_read = 0  # of the feed, handed to the evaluator so far (progress)
         self._notified: set[str] = set()
         self._held_peers: dict[str, Replies] = {}  # conversations holding events: their peer
         self._rate: deque[tuple[float, int]] = deque(maxlen=12)
@@ -191,6 +192,7 @@ class Runner:
         # reconnecting simulator takes them over.
         feed.on_gone = evaluator.release_owner
         async for chunk in feed:
+            self.bytes_read += len(chunk.data)
             peer = chunk.peer
             decisions = evaluator.push_chunk(
                 chunk.data,

@@ -686,3 +686,32 @@ def test_junit_holds_every_conversation_even_those_let_go_of(tmp_path: Path) -> 
     by_name = {s.get("name"): ET.tostring(s) for s in full.findall("testsuite")}
     assert {s.get("name"): ET.tostring(s) for s in root.findall("testsuite")} == by_name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.xml", "whole.xml"]
+
+
+def _conversation_of(case: ET.Element) -> str:
+    found = case.find("properties/property[@name='conversation_id']")
+    assert found is not None
+    return found.get("value", "")
+
+
+def test_junit_runs_let_go_of_keep_their_recorded_run_numbers(tmp_path: Path) -> None:
+    # evaluate_agent's run numbers in the reverse of the order the runs come in, so
+    # that a number by position would differ from the recorded one.
+    results = tmp_path / "results" / "card_replace_damaged"
+    results.mkdir(parents=True)
+    runs = sorted((RESULTS / "card_replace_damaged").glob("run_*.json"))
+    for n, path in enumerate(reversed(runs), start=1):
+        run_file = json.loads(path.read_text())
+        run_file["run_index"] = n
+        (results / f"run_{n}.json").write_text(json.dumps(run_file))
+    names = []
+    for keep in (["--keep-finished", "1"], []):
+        path = tmp_path / f"junit{len(keep)}.xml"
+        args = ["check", str(CARD), "--events", str(CARD_EVENTS)]
+        args += ["--results", str(results.parent)]
+        proc = run(*args, *keep, "--junit", str(path))
+        assert proc.returncode == 1, proc.stderr
+        cases = ET.parse(path).getroot().iterfind("testsuite/testcase")
+        names.append(sorted((c.get("name") or "", _conversation_of(c)) for c in cases))
+    # The runs let go of before the end are named by evaluate_agent's run index too.
+    assert names[0] == names[1]

@@ -43,6 +43,7 @@ from mantle_stream.outputs.jsonl import JsonlWriter
 from mantle_stream.outputs.junit import JunitWriter
 from mantle_stream.outputs.live import LiveSnapshot, LiveView, summary_line
 from mantle_stream.outputs.plain import DecisionLines
+from mantle_stream.outputs.progress import ReadProgress
 from mantle_stream.outputs.report import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -53,7 +54,7 @@ from mantle_stream.outputs.report import (
 )
 from mantle_stream.outputs.sink import Sinks
 from mantle_stream.outputs.state import lock_state, read_checkpoint
-from mantle_stream.outputs.table import ReportTable, failure_lines
+from mantle_stream.outputs.table import ReportTable, failure_lines, literal
 from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "run"]
@@ -188,14 +189,18 @@ class _Session:
         self.console = Console(highlight=False)
         self.live = live and self.console.is_terminal
         self.plain = live and not self.live  # watch into a pipe: one line per verdict
+        # A check's progress bar: the feed's size in bytes, None when unknown,
+        # False for no bar (watch and demo have their live view).
+        self.progress_total: int | bool | None = False
         # Every batch of decisions and every stop message goes to each sink, in
         # this order; the final report too (_finish), then they are closed (close).
         self.sinks = Sinks()
         if args.jsonl:
             overwrite = getattr(args, "jsonl_mode", "") == "overwrite"
             self.sinks.append(JsonlWriter.open(args.jsonl, overwrite=overwrite))
+        self.junit: JunitWriter | None = None
         if args.junit:
-            junit = JunitWriter(args.junit)
+            junit = self.junit = JunitWriter(args.junit)
             # Written as conversations leave memory, completed with the report.
             evaluator.on_let_go = junit.add
             self.sinks.append(junit)
@@ -279,6 +284,12 @@ class _Session:
                     tg.start_soon(_refresh, view, self, runner)
                     await drive(tg)
                 self.console.print(LiveView(self.snapshot(runner, final=True)))
+            elif self.progress_total is not False and not self.plain:
+                # A check: its progress on standard error when that is a terminal.
+                with ReadProgress(self.progress_total) as bar:
+                    if bar.enabled:
+                        tg.start_soon(_progress, bar, runner)
+                    await drive(tg)
             else:
                 await drive(tg)
         assert outcome is not None
@@ -287,6 +298,21 @@ class _Session:
     def close(self) -> None:
         # (JUnit's temporary file goes too, when the run ended before _finish.)
         self.sinks.close()
+
+
+def _closing_console() -> Console:
+    """Where the closing lines go: on a terminal wrapped at spaces to its width (never
+    inside a word or an id); into a pipe or a file one line each, whatever the length."""
+    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+
+
+async def _progress(bar: ReadProgress, runner: Runner) -> None:
+    """Redraw a check's progress from the runner's counters, ten times a second."""
+    while True:
+        bar.update(
+            runner.bytes_read, runner.evaluator.statistics().events, runner.events_per_second()
+        )
+        await anyio.sleep(0.1)
 
 
 async def _signals(runner: Runner) -> None:
@@ -315,14 +341,14 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
         # The digest and the notes included.
         Console(highlight=False).print(ReportTable(report, session.evaluator.scenarios))
     else:
-        console = Console(highlight=False, soft_wrap=True)  # a line each, whatever the width
+        console = _closing_console()
         digest = failure_lines(report, session.evaluator.scenarios)
         if digest:
             console.print(*digest, sep="\n")
         if session.plain:
             print(summary_line(session.snapshot(runner, final=True)), flush=True)
         for line in notes(report):
-            print(line, flush=True)
+            console.print(literal(line))
     if session.annotations is not None:
         session.annotations.on_end(report)
     if outcome.ending == "bad-event":
@@ -345,6 +371,26 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
         print(f"mantle-stream: error: --strict: {', '.join(problems)}", file=sys.stderr)
         return EXIT_ERROR
     return exit_status(report)
+
+
+def _feed_size(sources: list[str]) -> int | None:
+    """The bytes a check will read, when its sources are files and directories."""
+    total = 0
+    for source in sources:
+        if source == "-" or source.startswith(("follow:", "tcp://", "unix:")):
+            return None
+        try:
+            if os.path.isdir(source):
+                total += sum(
+                    os.path.getsize(os.path.join(source, name))
+                    for name in os.listdir(source)
+                    if os.path.isfile(os.path.join(source, name))
+                )
+            else:
+                total += os.path.getsize(source)
+        except OSError:
+            return None  # the feed will say why it cannot read it
+    return total or None
 
 
 def _expand(sources: list[str]) -> list[str]:
@@ -435,6 +481,10 @@ def _check_or_watch(args: argparse.Namespace) -> int:
             print(f"mantle-stream: resuming from {args.state}", file=sys.stderr)
     session = _Session(args, evaluator, live=args.command == "watch", source=source)
     session.recorded = recorded
+    if session.junit is not None:  # runs it writes as they leave memory keep their numbers
+        session.junit.recorded = recorded
+    if args.command == "check":
+        session.progress_total = _feed_size(args.events)
 
     async def go() -> tuple[RunOutcome, Runner]:
         runner = session.runner(
@@ -528,10 +578,11 @@ def _demo(args: argparse.Namespace) -> int:
     finally:
         session.close()
     if stats.stopped:
-        print(
-            f"stopped early: {len(stats.stopped)} conversations "
-            f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "
-            f"{stats.saved_turns} user turns the simulator did not have to play",
-            flush=True,
+        _closing_console().print(
+            literal(
+                f"stopped early: {len(stats.stopped)} conversations "
+                f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "
+                f"{stats.saved_turns} user turns the simulator did not have to play"
+            )
         )
     return code
