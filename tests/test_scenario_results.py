@@ -135,3 +135,32 @@ def test_the_table_has_a_row_per_scenario_and_lists_the_flaky_assertions() -> No
     assert "│ 0% │ no │ no │" in " ".join(rows["never"].split())
     assert "1 flaky assertions:" in text
     assert "#1 bot_uttered flaky (1/3 runs failed) in flaky" in text
+
+
+def test_every_output_gives_the_same_per_scenario_figures() -> None:
+    # The same five scenarios through the step summary, the annotations and the HTML.
+    from mantle_stream.outputs.github import step_summary, workflow_commands
+    from mantle_stream.outputs.html import render_html
+
+    judged = report()
+    summary = step_summary(judged)
+    assert "## mantle-stream: 10/15 runs passed across 5 scenarios" in summary
+    for row in (
+        "| always | 3 | 3 | 0 | 0 | 0 | 100% | yes | yes |",
+        "| flaky | 3 | 2 | 1 | 0 | 0 | 66.7% | no | yes |",
+        "| never | 3 | 0 | 3 | 0 | 0 | 0% | no | no |",
+        "| stopped | 3 | 3 | 0 | 0 | 1 | 100% | yes | yes |",
+        "| errored | 3 | 2 | 0 | 1 | 0 | 100% | yes | yes |",
+    ):
+        assert row in summary
+    commands = workflow_commands(judged)
+    assert [c.split("::")[1].split(" ", 1)[0] for c in commands] == ["error", "warning", "warning"]
+    assert "failed in 3/3 runs" in commands[0] and "flaky: 1/3 runs failed" in commands[1]
+    assert "errored #1 bot_uttered" in commands[2] and "ran out of its" in commands[2]
+    page = render_html(judged)
+    for s in judged.scenarios:
+        cells = "".join(
+            f'<td class="num">{n}</td>'
+            for n in (s.runs, s.passed, s.failed, s.errored, s.stopped_early)
+        )
+        assert cells in page, s.scenario

@@ -147,7 +147,7 @@ def _annotation(
         level: Level = "error" if cls == "failed" else "warning"
         failed, judged = a.failed, a.judged
         cid, reason = reasons.get((scenario.scenario, a.index, "failed"), (None, ""))
-    elif a.verdict == "errored":
+    elif a.errored:  # could not be evaluated in some run (whatever the others did)
         cls, level, failed, judged = "errored", "warning", a.errored, a.errored
         cid, reason = reasons.get((scenario.scenario, a.index, "errored"), (None, ""))
     else:
