@@ -1,6 +1,6 @@
 """JUnit XML: a suite per scenario, a case per (run, assertion), as CI reads it.
 
-The feed is the one of ``test_scenario_results.py``: three runs each of an
+The feed is the shared one of ``_runs.py``: three runs each of an
 always passing scenario, a flaky one, an always failing one, one with a run
 mantle_stream stopped early and one with a run whose regular expression ran
 out of time (an error of the harness, never a failure). Every file is
@@ -15,16 +15,6 @@ from pathlib import Path
 
 import junitparser
 import xmlschema
-from test_scenario_results import (
-    ACTIVATED,
-    DONE,
-    ENDS_IN_A,
-    EVIL_TEXT,
-    OTHER,
-    SCENARIOS,
-    SILENT,
-    run,
-)
 
 import mantle_stream as ms
 from mantle_stream.core.recorded import RecordedRun
@@ -32,38 +22,18 @@ from mantle_stream.outputs.junit import UNMATCHED_SUITE, JunitWriter, junit_xml
 from mantle_stream.outputs.report import Report
 
 from _harness import line
+from _runs import ACTIVATED, NAMES, SCENARIOS, judge_runs
 
 SCHEMA = xmlschema.XMLSchema(str(Path(__file__).parent / "data" / "junit-mantle.xsd"))
-NAMES = ("always", "flaky", "never", "stopped", "errored")
 
 
 def feed(keep_finished: int | None = None, writer: JunitWriter | None = None) -> ms.Evaluator:
     """The five scenarios' three runs each, and one conversation of a scenario not loaded."""
-    evaluator = ms.Evaluator(
-        SCENARIOS,
-        assignments={f"{name}-{n}": name for name in NAMES for n in range(3)} | {"stray": "nope"},
-        regex_timeout=0.01,
+    return judge_runs(
         keep_finished=keep_finished,
+        on_let_go=None if writer is None else writer.add,
+        stray=True,
     )
-    if writer is not None:
-        evaluator.on_let_go = writer.add
-    # A run stopped early: told to stop after its first verdict (the skill passed).
-    evaluator.push_line(line("stopped-0", 0, **ACTIVATED))
-    evaluator.stop("stopped-0")
-    evaluator.finish("stopped-0")
-    lines: list[bytes] = []
-    for n in range(3):
-        lines += run(f"always-{n}", ACTIVATED, DONE)
-        lines += run(f"flaky-{n}", ACTIVATED, DONE if n != 1 else SILENT)
-        lines += run(f"never-{n}", OTHER)
-        lines += run(f"errored-{n}", ACTIVATED, EVIL_TEXT if n == 2 else ENDS_IN_A)
-    for n in (1, 2):
-        lines += run(f"stopped-{n}", ACTIVATED, DONE)
-    lines += run("stray", ACTIVATED)
-    for row in lines:
-        evaluator.push_line(row)
-    evaluator.finish_all()
-    return evaluator
 
 
 def read(xml: bytes) -> junitparser.JUnitXml:

@@ -15,59 +15,11 @@ import mantle_stream as ms
 from mantle_stream.outputs.report import ScenarioResult
 from mantle_stream.outputs.table import ReportTable
 
-from _harness import line, scenario
-
-SKILL = {"skill_activated": {"skill_id": "card"}}
-SAID = {"bot_uttered": {"text_matches": "done"}}
-EVIL = {"bot_uttered": {"text_matches": r"(a+)+$"}}
-SCENARIOS = [
-    scenario(SKILL, SAID, name="always"),
-    scenario(SKILL, SAID, name="flaky"),
-    scenario(SKILL, name="never"),
-    scenario(SKILL, SAID, name="stopped"),
-    scenario(SKILL, EVIL, name="errored"),
-]
-
-
-def run(cid: str, *payloads: dict[str, Any]) -> list[bytes]:
-    rows = [line(cid, seq, **payload) for seq, payload in enumerate(payloads)]
-    return [*rows, line(cid, len(payloads), session_ended={})]
-
-
-ACTIVATED = {"skill_activated": {"skill_id": "card", "step_id": None}}
-OTHER = {"skill_activated": {"skill_id": "other", "step_id": None}}
-DONE = {"bot": {"text": "all done", "data": None}}
-SILENT = {"bot": {"text": "hmm", "data": None}}
-EVIL_TEXT = {"bot": {"text": "a" * 5000 + "!", "data": None}}  # backtracks for ever
-ENDS_IN_A = {"bot": {"text": "a pizza", "data": None}}  # matches the pattern at once
+from _runs import SCENARIOS, judge_runs
 
 
 def report() -> ms.Report:
-    evaluator = ms.Evaluator(
-        SCENARIOS,
-        assignments={
-            f"{name}-{n}": name
-            for name in ("always", "flaky", "never", "stopped", "errored")
-            for n in range(3)
-        },
-        regex_timeout=0.01,
-    )
-    lines: list[bytes] = []
-    for n in range(3):
-        lines += run(f"always-{n}", ACTIVATED, DONE)
-        lines += run(f"flaky-{n}", ACTIVATED, DONE if n != 1 else SILENT)
-        lines += run(f"never-{n}", OTHER)
-        lines += run(f"errored-{n}", ACTIVATED, EVIL_TEXT if n == 2 else ENDS_IN_A)
-    # A run stopped early: told to stop after its first verdict (the skill passed).
-    evaluator.push_line(line("stopped-0", 0, **ACTIVATED))
-    evaluator.stop("stopped-0")
-    evaluator.finish("stopped-0")
-    for n in (1, 2):
-        lines += run(f"stopped-{n}", ACTIVATED, DONE)
-    for row in lines:
-        evaluator.push_line(row)
-    evaluator.finish_all()
-    return ms.build_report(evaluator)
+    return ms.build_report(judge_runs())
 
 
 def results() -> dict[str, ScenarioResult]:
