@@ -37,6 +37,7 @@ from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds.sql import SqlOptions, is_sql_spec, parse_since, redact
 from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.html import HtmlWriter
 from mantle_stream.outputs.jsonl import JsonlWriter
@@ -460,7 +461,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
     source = (
         "<stdin>"
         if args.events == ["-"]
-        else args.events[0]
+        else redact(args.events[0])
         if len(args.events) == 1
         else f"{args.events[0]} and {len(args.events) - 1} more"
     )
@@ -506,13 +507,21 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                     max_connections=args.max_connections,
                     idle_timeout=args.connection_idle_timeout,
                 ),
+                sql=SqlOptions(
+                    conversations=tuple(args.conversation or ()),
+                    since=None if args.since is None else parse_since(args.since),
+                ),
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with feed_cm as feed:
             feed.on_rejected = _say_refused
             follow = args.events[0].removeprefix("follow:")
-            if args.events[0].startswith("follow:") and not os.path.exists(follow):
+            if (
+                args.events[0].startswith("follow:")
+                and not is_sql_spec(follow)
+                and not os.path.exists(follow)
+            ):
                 print(
                     f"mantle-stream: waiting for `{follow}` to be created",
                     file=sys.stderr,

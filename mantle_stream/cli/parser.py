@@ -150,6 +150,19 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "match no scenario, bad or late events, sequence gaps, unknown kinds",
     )
     p.add_argument(
+        "--conversation",
+        action="append",
+        metavar="ID",
+        help="read only this conversation (a sender_id) from a source that holds "
+        "many, such as sqlite:// or postgresql://; repeat for several",
+    )
+    p.add_argument(
+        "--since",
+        metavar="TIME",
+        help="sqlite:// and postgresql:// tracker stores: only rows whose timestamp "
+        "is at or after TIME (ISO 8601, or seconds since the epoch)",
+    )
+    p.add_argument(
         "--results",
         metavar="DIR",
         help="an evaluate_agent results folder: judge each conversation against "
@@ -253,7 +266,9 @@ def _parser() -> argparse.ArgumentParser:
         "- (standard input), follow:PATH (a file still being "
         "written), tcp://HOST:PORT or unix:PATH (listen for simulators); several files, "
         "directories or glob patterns (given at once or --events repeated) are read "
-        "one after the other as one feed"
+        "one after the other as one feed; sqlite:///PATH or "
+        "postgresql://USER@HOST/DB (follow: before it keeps polling) reads table "
+        "events of a Rasa SQL tracker store or event broker"
     )
 
     check = sub.add_parser(

@@ -4,7 +4,8 @@
 :class:`~mantle_stream.feeds.interface.Feed`. Each source is one module and
 one row of :data:`SCHEMES` (a spec without a scheme is a path, or ``-``):
 adding a source is a module and a row. Options that only some sources read
-come in their own records (:class:`FollowOptions`, :class:`ListenOptions`).
+come in their own records (:class:`FollowOptions`, :class:`ListenOptions`,
+:class:`SqlOptions`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from mantle_stream.feeds.files import FileFeed
 from mantle_stream.feeds.follow import FollowFeed, FollowOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
+from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -26,6 +28,7 @@ __all__ = [
     "FollowOptions",
     "ListenOptions",
     "Replies",
+    "SqlOptions",
     "open_feed",
 ]
 
@@ -40,10 +43,13 @@ class Options(NamedTuple):
     max_line_bytes: int
     follow: FollowOptions
     listen: ListenOptions
+    sql: SqlOptions
 
 
 def _follow(spec: str, options: Options) -> Feed:
     path = spec.removeprefix("follow:")
+    if is_sql_spec(path):  # follow:sqlite:///... : a database polled for new rows
+        return _sql(spec, options)
     if not path:
         return Invalid(spec, f"bad event source `{spec}`: expected `follow:PATH`")
     return FollowFeed(spec, path, options.follow, max_line_bytes=options.max_line_bytes)
@@ -53,11 +59,19 @@ def _listen(spec: str, options: Options) -> Feed:
     return open_socket_feed(spec, options.listen, max_line_bytes=options.max_line_bytes)
 
 
+def _sql(spec: str, options: Options) -> Feed:
+    url = spec.removeprefix("follow:")
+    return SqlFeed(spec, url, options.sql, live=url != spec, max_line_bytes=options.max_line_bytes)
+
+
 #: Live sources by the prefix of their spec: how to open one.
 SCHEMES: dict[str, Callable[[str, Options], Feed]] = {
     "follow:": _follow,
     "tcp://": _listen,
     "unix:": _listen,
+    "sqlite://": _sql,
+    "postgresql://": _sql,
+    "postgres://": _sql,
 }
 
 
@@ -68,16 +82,19 @@ def open_feed(
     stdin: BinaryIO | None = None,
     follow: FollowOptions | None = None,
     listen: ListenOptions | None = None,
+    sql: SqlOptions | None = None,
 ) -> Feed:
     """The feed for a ``--events`` source; nothing is opened until ``async with``.
 
     ``spec`` is a file or directory path, ``-`` (``stdin``, default
     ``sys.stdin.buffer``), ``follow:PATH``, ``tcp://HOST:PORT`` (port 0 picks a
-    free one; an empty HOST is ``127.0.0.1``) or ``unix:PATH``; or several file
-    and directory paths, read one after the other as one feed. A malformed
-    spec raises FeedError on entering, like every other failure to open, so
-    callers handle one place. ``follow`` and ``listen`` are read only by the
-    sources they name.
+    free one; an empty HOST is ``127.0.0.1``), ``unix:PATH``, ``sqlite:///PATH``
+    or ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB`` (table ``events`` of a
+    Rasa SQL tracker store or event broker; with ``follow:`` before it, polled
+    for new rows); or several file and directory paths, read one after the
+    other as one feed. A malformed spec raises FeedError on entering, like
+    every other failure to open, so callers handle one place. ``follow``,
+    ``listen`` and ``sql`` are read only by the sources they name.
     """
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be at least 1, not {max_line_bytes!r}")
@@ -98,7 +115,13 @@ def open_feed(
     for prefix, factory in SCHEMES.items():
         if spec.startswith(prefix):
             return factory(
-                spec, Options(max_line_bytes, follow or FollowOptions(), listen or ListenOptions())
+                spec,
+                Options(
+                    max_line_bytes,
+                    follow or FollowOptions(),
+                    listen or ListenOptions(),
+                    sql or SqlOptions(),
+                ),
             )
     if not spec:
         return Invalid(spec, f"bad event source: empty; expected {_FORMS}")

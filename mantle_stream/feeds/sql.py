@@ -1,0 +1,366 @@
+"""``sqlite:///PATH`` and ``postgresql://...``: conversations where a Rasa agent keeps them.
+
+Rasa's SQL tracker store keeps every event as a row of a table ``events(id,
+sender_id, type_name, timestamp, intent_name, action_name, data)``; its SQL
+event broker writes ``events(id, sender_id, data)``. ``data`` is the event
+as JSON text: ProtoJSON for a Mantle agent, or a flat ``{"event": ...}`` row
+(which may not name its conversation: it is given ``sender_id`` from the
+column, as a tracker document's rows are).
+
+The table is read in ``id`` order, ``batch_size`` rows at a time (keyset
+pagination, ``WHERE id > ? ORDER BY id LIMIT ?``: never the whole table at
+once), one JSON line per row. A chunk holds rows of consecutive ids, and
+its line numbers are the row ids, so a bad row's error reads
+``... (table events, row id):42``. ``SqlOptions`` can keep only some
+conversations (``sender_id``) and, in a tracker store, rows whose
+``timestamp`` is at or after a time. Without ``follow:`` the feed ends after
+the last row (a replay); with it, it asks for newer rows every
+``poll_interval`` and never ends.
+
+SQLite is read with the standard library, opened read-only; PostgreSQL with
+psycopg 3, imported only when a ``postgresql://`` spec is used (the
+``mantle_stream[postgres]`` extra). Every query runs in a worker thread, so
+the event loop never waits on the database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import os
+import re
+import sqlite3
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectSendStream
+
+from mantle_stream.core.errors import FeedError
+from mantle_stream.core.events.model import count_lines
+from mantle_stream.feeds.base import Item, QueuedFeed
+from mantle_stream.feeds.interface import Chunk
+from mantle_stream.feeds.lines import split_lines
+
+__all__ = [
+    "SQL_PREFIXES",
+    "SqlFeed",
+    "SqlOptions",
+    "is_sql_spec",
+    "parse_since",
+    "redact",
+]
+
+#: The spec prefixes this module reads (after an optional ``follow:``).
+SQL_PREFIXES = ("sqlite://", "postgresql://", "postgres://")
+#: The table Rasa's SQL tracker store and SQL event broker write.
+TABLE = "events"
+_NEEDED = ("id", "sender_id", "data")
+_CUT_KEEP = 200
+_INSTALL = 'pip install "mantle_stream[postgres]"'
+
+
+@dataclasses.dataclass(frozen=True)
+class SqlOptions:
+    """What a SQL source reads.
+
+    ``conversations``: only rows of these ``sender_id`` values (all when
+    empty); ``since``: only rows whose ``timestamp`` column (seconds since the
+    epoch) is at or after it; ``batch_size`` rows per query;
+    ``poll_interval`` seconds between looks for new rows under ``follow:``.
+    """
+
+    conversations: tuple[str, ...] = ()
+    since: float | None = None
+    batch_size: int = 5000
+    poll_interval: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {self.batch_size!r}")
+        if not self.poll_interval > 0:
+            raise ValueError(f"poll_interval must be positive, not {self.poll_interval!r}")
+        if self.since is not None and not math.isfinite(self.since):
+            raise ValueError(f"since must be a finite time, not {self.since!r}")
+
+
+def parse_since(text: str) -> float:
+    """``--since``: seconds since the epoch, or an ISO 8601 time (UTC when it names no zone)."""
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(value):
+            return value
+        raise ValueError(f"--since: expected a time, got `{text}`")
+    try:
+        when = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"--since: expected an ISO 8601 time (2026-12-01T09:00:00Z) or seconds since "
+            f"the epoch, got `{text}`"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp()
+
+
+def is_sql_spec(spec: str) -> bool:
+    """Whether ``spec`` (without ``follow:``) names a SQL database."""
+    return spec.startswith(SQL_PREFIXES)
+
+
+def redact(spec: str) -> str:
+    """``spec`` with the password of a ``postgresql://`` URL hidden, for messages."""
+    return re.sub(r"^((?:follow:)?postgres(?:ql)?://[^:/@]*:)[^@/]*@", r"\1***@", spec)
+
+
+class _Database(Protocol):
+    """One connection, used from one worker thread at a time."""
+
+    placeholder: str
+
+    def columns(self) -> set[str]: ...
+
+    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
+    def close(self) -> None: ...
+
+
+class _Sqlite:
+    placeholder = "?"
+
+    def __init__(self, path: str) -> None:
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        # Used from anyio's worker threads, one call at a time.
+        self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    def columns(self) -> set[str]:
+        return {row[1] for row in self._conn.execute(f"PRAGMA table_info({TABLE})")}
+
+    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._conn.execute(query, tuple(params)).fetchall()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _Postgres:
+    placeholder = "%s"
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(url, connect_timeout=10, autocommit=True)
+
+    def columns(self) -> set[str]:
+        rows = self._conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = %s AND table_schema = ANY(current_schemas(false))",
+            (TABLE,),
+        ).fetchall()
+        return {row[0] for row in rows}
+
+    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._conn.execute(query, tuple(params)).fetchall()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _database_errors() -> tuple[type[Exception], ...]:
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+    try:
+        import psycopg
+    except ImportError:
+        return errors
+    return (*errors, psycopg.Error)
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _line(data: Any, sender_id: Any, limit: int) -> bytes:
+    """One row's ``data`` as one JSON line naming its conversation."""
+    if isinstance(data, str):
+        raw = data.encode()
+    elif isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(data)
+    else:  # a json/jsonb column comes decoded, NULL as None
+        raw = _encode(data)
+    try:
+        row = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        row = None  # the decoder says what is wrong with it, at this row
+    if isinstance(row, dict) and isinstance(sender_id, str):
+        if "event" in row and not row.get("sender_id") and not row.get("conversation_id"):
+            row["sender_id"] = sender_id
+            raw = _encode(row)
+        elif "event" not in row and not row.get("conversation_id"):
+            row["conversation_id"] = sender_id
+            raw = _encode(row)
+    if b"\n" in raw or b"\r" in raw:  # pretty-printed: one line of its own
+        raw = _encode(row) if row is not None else raw.replace(b"\r", b" ").replace(b"\n", b" ")
+    if len(raw) > limit:
+        raw = b"<line cut off: longer than %d bytes> %s" % (limit, raw[:_CUT_KEEP])
+    return raw + b"\n"
+
+
+class SqlFeed(QueuedFeed):
+    """Table ``events`` of a SQLite or PostgreSQL database, in ``id`` order.
+
+    Ends after the last row, or with ``live`` (``follow:``) polls for newer
+    rows and never ends.
+    """
+
+    def __init__(
+        self, spec: str, url: str, options: SqlOptions, *, live: bool, max_line_bytes: int
+    ) -> None:
+        super().__init__(redact(spec), live=live, max_line_bytes=max_line_bytes)
+        self._url = url
+        self._options = options
+        self._db: _Database | None = None
+        self._where = f"{redact(url)} (table {TABLE}, row id)"
+
+    async def _open(self) -> None:
+        self._db = await anyio.to_thread.run_sync(self._connect)
+
+    def _connect(self) -> _Database:
+        url, shown = self._url, redact(self._url)
+        db: _Database
+        if url.startswith("sqlite://"):
+            path = url.removeprefix("sqlite://")
+            if not path.startswith("/") or path == "/":
+                raise FeedError(
+                    f"bad event source `{shown}`: expected `sqlite:///PATH` "
+                    "(`sqlite:////PATH` for an absolute path)"
+                )
+            path = path[1:]
+            if not os.path.isfile(path):
+                problem = "Is a directory" if os.path.isdir(path) else "No such file"
+                raise FeedError(f"cannot read events from `{shown}`: {problem}: `{path}`")
+            try:
+                db = _Sqlite(path)
+            except sqlite3.Error as exc:
+                raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
+        else:
+            try:
+                import psycopg
+            except ImportError:
+                raise FeedError(
+                    f"cannot read events from `{shown}`: PostgreSQL needs psycopg; "
+                    f"install it with `{_INSTALL}`"
+                ) from None
+            try:
+                db = _Postgres(url)
+            except psycopg.Error as exc:
+                message = " ".join(str(exc).split())
+                raise FeedError(f"cannot connect to `{shown}`: {message}") from None
+        try:
+            columns = db.columns()
+        except _database_errors() as exc:
+            db.close()
+            raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
+        self._check_columns(columns, shown, db)
+        return db
+
+    def _check_columns(self, columns: set[str], shown: str, db: _Database) -> None:
+        problem = None
+        if not columns:
+            problem = (
+                f"there is no table `{TABLE}` (is it the database of a Rasa SQL "
+                "tracker store or SQL event broker?)"
+            )
+        elif missing := [c for c in _NEEDED if c not in columns]:
+            problem = (
+                f"table `{TABLE}` has no column {', '.join(f'`{c}`' for c in missing)}; "
+                f"expected Rasa's `{TABLE}(id, sender_id, data, ...)`"
+            )
+        elif self._options.since is not None and "timestamp" not in columns:
+            problem = (
+                f"--since needs a `timestamp` column, and table `{TABLE}` has none "
+                "(an event broker's table: only a tracker store's rows carry one)"
+            )
+        if problem is not None:
+            db.close()
+            raise FeedError(f"cannot read events from `{shown}`: {problem}")
+
+    def _query(self) -> tuple[str, list[Any]]:
+        assert self._db is not None
+        mark = self._db.placeholder
+        where = [f"id > {mark}"]
+        params: list[Any] = []
+        if self._options.conversations:
+            marks = ", ".join([mark] * len(self._options.conversations))
+            where.append(f"sender_id IN ({marks})")
+            params += self._options.conversations
+        if self._options.since is not None:
+            where.append(f'"timestamp" >= {mark}')
+            params.append(self._options.since)
+        query = (
+            f"SELECT id, sender_id, data FROM {TABLE} WHERE {' AND '.join(where)} "
+            f"ORDER BY id LIMIT {mark}"
+        )
+        return query, params
+
+    async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
+        with send:
+            try:
+                await self._read(send)
+            except FeedError as exc:
+                self._error = exc
+            except _database_errors() as exc:
+                message = " ".join(str(exc).split())
+                self._error = FeedError(f"cannot read events from `{self.name}`: {message}")
+
+    async def _read(self, send: MemoryObjectSendStream[Item]) -> None:
+        db = self._db
+        assert db is not None
+        query, params = self._query()
+        size = self._options.batch_size
+        last: Any = -(2**63)  # below every id
+        while True:
+            rows = await anyio.to_thread.run_sync(db.fetch, query, [last, *params, size])
+            if rows:
+                self._touch()
+                last = rows[-1][0]
+                for chunk in self._chunks(rows):
+                    await send.send(chunk)
+            if len(rows) < size:
+                if not self.live:
+                    return
+                await anyio.sleep(self._options.poll_interval)
+
+    def _chunks(self, rows: list[tuple[Any, ...]]) -> list[Chunk]:
+        """Rows as chunks of consecutive ids, each line numbered by its row id."""
+        chunks: list[Chunk] = []
+        run: list[bytes] = []
+        first = previous = None
+        for row_id, sender_id, data in rows:
+            if run and row_id != previous + 1:  # type: ignore[operator]
+                chunks += self._pieces(b"".join(run), first)
+                run = []
+            if not run:
+                first = row_id
+            run.append(_line(data, sender_id, self._max_line_bytes))
+            previous = row_id
+        if run:
+            chunks += self._pieces(b"".join(run), first)
+        return chunks
+
+    def _pieces(self, data: bytes, first: Any) -> list[Chunk]:
+        out = []
+        line = int(first)
+        for piece in split_lines(data):
+            out.append(Chunk(piece, None, line, self._where))
+            line += count_lines(piece)
+        return out
+
+    async def _close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await anyio.to_thread.run_sync(db.close)

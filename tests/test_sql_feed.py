@@ -1,0 +1,370 @@
+"""``sqlite:///`` sources: Rasa's SQL tracker store and SQL event broker tables, for real.
+
+Each test builds a SQLite file with Rasa's table shape holding the example
+conversations, and the report from it equals the report from the JSON lines
+file they came from.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mantle_stream.cli import main
+from mantle_stream.core.errors import FeedError
+from mantle_stream.feeds import SqlOptions, open_feed
+from mantle_stream.feeds.sql import parse_since, redact
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS = ROOT / "examples/eval/events/all.jsonl"
+SCENARIOS = ROOT / "examples/eval/scenarios"
+RESULTS = ROOT / "examples/eval/results/2026-12-01T09-00-00"
+
+#: Rasa's SQLTrackerStore table, as SQLAlchemy creates it on SQLite.
+TRACKER_STORE = """CREATE TABLE events (
+    id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+    sender_id VARCHAR(255) NOT NULL,
+    type_name VARCHAR(255) NOT NULL,
+    timestamp FLOAT,
+    intent_name VARCHAR(255),
+    action_name VARCHAR(255),
+    data TEXT
+)"""
+#: Rasa's SQLEventBroker table.
+EVENT_BROKER = """CREATE TABLE events (
+    id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+    sender_id VARCHAR(255),
+    data TEXT
+)"""
+
+
+def example_lines() -> list[str]:
+    return [line for line in EVENTS.read_text().splitlines() if line.strip()]
+
+
+def tracker_row(line: str) -> tuple[str, str, float | None, str]:
+    """(sender_id, type_name, timestamp, data) of one ProtoJSON event, as the store keeps it."""
+    event = json.loads(line)
+    envelope = {"conversation_id", "timestamp", "metadata", "event_id", "sequence"}
+    envelope |= {"user_id", "deployment_environment", "session_id"}
+    kind = next(k for k in event if k not in envelope)
+    return event["conversation_id"], kind, event["timestamp"], line
+
+
+def make_db(path: Path, lines: list[str], *, broker: bool = False) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute(EVENT_BROKER if broker else TRACKER_STORE)
+        insert(db, lines, broker=broker)
+    db.close()
+    return path
+
+
+def insert(db: sqlite3.Connection, lines: list[str], *, broker: bool = False) -> None:
+    rows = [tracker_row(line) for line in lines]
+    if broker:
+        db.executemany(
+            "INSERT INTO events (sender_id, data) VALUES (?, ?)", [(r[0], r[3]) for r in rows]
+        )
+    else:
+        db.executemany(
+            "INSERT INTO events (sender_id, type_name, timestamp, data) VALUES (?, ?, ?, ?)", rows
+        )
+
+
+def report(capsys: pytest.CaptureFixture[str], *events: str) -> tuple[int, dict[str, Any]]:
+    """``check --format json`` over the example scenarios, minus what depends on the source."""
+    capsys.readouterr()
+    status = main(
+        [
+            "check",
+            str(SCENARIOS),
+            "--events",
+            *events,
+            "--results",
+            str(RESULTS),
+            "--format",
+            "json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    for conversation in data["conversations"]:
+        conversation.pop("started", None)
+        conversation.pop("duration", None)
+    return status, data
+
+
+def from_file(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any]]:
+    return report(capsys, str(EVENTS), *extra)
+
+
+def test_tracker_store_gives_the_same_report_as_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = make_db(tmp_path / "rasa.db", example_lines())
+    expected = from_file(capsys)
+    assert expected[1]["summary"]["conversations"] == 13
+    assert report(capsys, f"sqlite:///{db}") == expected
+
+
+def test_event_broker_gives_the_same_report_as_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = make_db(tmp_path / "events.db", example_lines(), broker=True)
+    assert report(capsys, f"sqlite:///{db}") == from_file(capsys)
+
+
+def test_a_relative_path_is_relative_to_the_working_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_db(tmp_path / "rasa.db", example_lines())
+    expected = from_file(capsys)
+    monkeypatch.chdir(tmp_path)
+    assert report(capsys, "sqlite:///rasa.db") == expected
+
+
+def flat_rows(lines: list[str]) -> list[str]:
+    """The same events as flat rows without ``sender_id``, as older stores keep them."""
+    out = []
+    for line in lines:
+        event = json.loads(line)
+        _, kind, timestamp, _ = tracker_row(line)
+        payload = event[kind]
+        row: dict[str, Any] = {"event": kind, "timestamp": timestamp}
+        row["sequence"] = event["sequence"]
+        if event["metadata"] is not None:
+            row["metadata"] = json.loads(event["metadata"])
+        for key, value in payload.items():
+            if key.endswith("_json") and value is not None:
+                row[key.removesuffix("_json")] = json.loads(value)
+            else:
+                row[key] = value
+        out.append(json.dumps(row, indent=2))  # pretty-printed, across lines
+    return out
+
+
+def test_flat_rows_are_given_their_sender_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = example_lines()
+    path = tmp_path / "flat.db"
+    with sqlite3.connect(path) as db:
+        db.execute(TRACKER_STORE)
+        db.executemany(
+            "INSERT INTO events (sender_id, type_name, timestamp, data) VALUES (?, ?, ?, ?)",
+            [
+                (*tracker_row(line)[:3], flat)
+                for line, flat in zip(lines, flat_rows(lines), strict=True)
+            ],
+        )
+    db.close()
+    status, flat = report(capsys, f"sqlite:///{path}")
+    expected = from_file(capsys)
+    assert (status, flat["summary"]) == (expected[0], expected[1]["summary"])
+    verdicts = {
+        c["conversation_id"]: [a["verdict"] for a in c["assertions"]] for c in flat["conversations"]
+    }
+    assert verdicts == {
+        c["conversation_id"]: [a["verdict"] for a in c["assertions"]]
+        for c in expected[1]["conversations"]
+    }
+
+
+async def collect(spec: str, options: SqlOptions, *, limit: float = 10) -> list[bytes]:
+    lines: list[bytes] = []
+    with anyio.fail_after(limit):
+        async with open_feed(spec, sql=options) as feed:
+            async for chunk in feed:
+                lines += chunk.data.splitlines()
+    return lines
+
+
+def conversation_ids(lines: list[bytes]) -> list[str]:
+    seen: dict[str, None] = {}
+    for line in lines:
+        event = json.loads(line)
+        seen[event.get("conversation_id") or event["sender_id"]] = None
+    return list(seen)
+
+
+def test_batches_cross_their_boundaries_in_order(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines)
+    for batch in (1, 7, len(lines) - 1, len(lines), len(lines) + 1, 5000):
+        got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(batch_size=batch))
+        assert [line.decode() for line in got] == lines, batch
+
+
+def test_conversation_filter_keeps_only_those(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines)
+    everyone = conversation_ids([line.encode() for line in lines])
+    wanted = (everyone[1], everyone[4])
+    got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(conversations=wanted, batch_size=10))
+    assert [line.decode() for line in got] == [
+        line for line in lines if json.loads(line)["conversation_id"] in wanted
+    ]
+    _, data = report(
+        capsys, f"sqlite:///{db}", "--conversation", wanted[0], "--conversation", wanted[1]
+    )
+    assert sorted(c["conversation_id"] for c in data["conversations"]) == sorted(wanted)
+
+
+def test_since_keeps_rows_at_or_after_it(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines)
+    stamps = sorted({json.loads(line)["timestamp"] for line in lines})
+    cut = stamps[len(stamps) // 2]
+    got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(since=cut))
+    assert [line.decode() for line in got] == [
+        line for line in lines if json.loads(line)["timestamp"] >= cut
+    ]
+    assert got
+
+
+def test_since_parses_iso_8601_and_epoch_seconds() -> None:
+    assert parse_since("1796115600") == 1796115600.0
+    assert parse_since("1796115600.5") == 1796115600.5
+    assert parse_since("2026-12-01T09:00:00Z") == parse_since("2026-12-01T09:00:00+00:00")
+    assert parse_since("2026-12-01T09:00:00") == parse_since("2026-12-01T09:00:00Z")
+    assert parse_since("2026-12-01T10:00:00+01:00") == parse_since("2026-12-01T09:00:00Z")
+    with pytest.raises(ValueError, match="--since"):
+        parse_since("yesterday")
+    with pytest.raises(ValueError, match="--since"):
+        parse_since("nan")
+
+
+def test_since_on_a_broker_table_is_a_clear_error(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "events.db", example_lines(), broker=True)
+    with pytest.raises(FeedError, match="--since needs a `timestamp` column"):
+        anyio.run(collect, f"sqlite:///{db}", SqlOptions(since=0))
+
+
+def test_follow_picks_up_rows_written_after_it_started(tmp_path: Path) -> None:
+    lines = example_lines()
+    half = len(lines) // 2
+    db = make_db(tmp_path / "rasa.db", lines[:half])
+
+    def writer() -> None:
+        time.sleep(0.3)
+        with sqlite3.connect(db) as conn:
+            for line in lines[half:]:
+                insert(conn, [line])
+                conn.commit()
+        conn.close()
+
+    async def follow() -> list[bytes]:
+        got: list[bytes] = []
+        options = SqlOptions(batch_size=50, poll_interval=0.02)
+        with anyio.fail_after(20):
+            async with open_feed(f"follow:sqlite:///{db}", sql=options) as feed:
+                assert feed.live
+                thread = threading.Thread(target=writer)
+                thread.start()
+                try:
+                    async for chunk in feed:
+                        got += chunk.data.splitlines()
+                        if len(got) >= len(lines):
+                            break
+                finally:
+                    await anyio.to_thread.run_sync(thread.join)
+                # Nothing more comes, and the feed does not end by itself.
+                with anyio.move_on_after(0.2) as scope:
+                    await feed.__anext__()
+                assert scope.cancelled_caught
+        return got
+
+    assert [line.decode() for line in anyio.run(follow)] == lines
+
+
+def test_a_bad_row_is_named_by_its_table_and_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = example_lines()[:20]
+    db = make_db(tmp_path / "rasa.db", lines)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE events SET data = '{not json' WHERE id = 7")
+    conn.close()
+    capsys.readouterr()
+    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--format", "json"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"sqlite:///{db} (table events, row id):7: bad event" in err
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p / "missing.db", "No such file"),
+        (lambda p: p, "Is a directory"),
+        (lambda p: _write(p / "text.db", b"not a database at all" * 100), "not a database"),
+        (lambda p: _table(p / "other.db", "CREATE TABLE other (x)"), "no table `events`"),
+        (
+            lambda p: _table(p / "shape.db", "CREATE TABLE events (id INTEGER, body TEXT)"),
+            "table `events` has no column `sender_id`, `data`",
+        ),
+    ],
+)
+def test_what_cannot_be_read_is_a_feed_error(tmp_path: Path, make: Any, message: str) -> None:
+    path = make(tmp_path)
+    with pytest.raises(FeedError, match=message):
+        anyio.run(collect, f"sqlite:///{path}", SqlOptions())
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _table(path: Path, ddl: str) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute(ddl)
+    db.close()
+    return path
+
+
+def test_a_bad_sqlite_url_says_what_it_expects(tmp_path: Path) -> None:
+    with pytest.raises(FeedError, match="expected `sqlite:///PATH`"):
+        anyio.run(collect, "sqlite://rasa.db", SqlOptions())
+
+
+def test_the_cli_reports_errors_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{tmp_path}/missing.db"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "No such file" in err and "Traceback" not in err
+    db = make_db(tmp_path / "events.db", example_lines(), broker=True)
+    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--since", "0"])
+    err = capsys.readouterr().err
+    assert status == 2 and "--since needs a `timestamp` column" in err
+    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--since", "soon"])
+    err = capsys.readouterr().err
+    assert status == 2 and "--since: expected" in err
+
+
+def test_the_database_file_is_opened_read_only(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "rasa.db", example_lines()[:5])
+    before = db.read_bytes()
+    anyio.run(collect, f"sqlite:///{db}", SqlOptions())
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rasa.db"]
+
+
+def test_a_password_never_shows() -> None:
+    assert (
+        redact("postgresql://mantle:s3cret@db:5432/rasa") == "postgresql://mantle:***@db:5432/rasa"
+    )
+    assert redact("follow:postgres://u:p@h/d") == "follow:postgres://u:***@h/d"
+    assert redact("postgresql://u@h/d") == "postgresql://u@h/d"
+    assert redact("sqlite:///a:b@c") == "sqlite:///a:b@c"
