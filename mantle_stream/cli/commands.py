@@ -37,6 +37,7 @@ from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds.http import HttpOptions
 from mantle_stream.feeds.sql import SqlOptions, is_sql_spec, parse_since, redact
 from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.html import HtmlWriter
@@ -411,6 +412,12 @@ def _expand(sources: list[str]) -> list[str]:
 def _check_arguments(args: argparse.Namespace) -> None:
     """Usage errors found before anything is read or started (exit 2)."""
     args.events = _expand(args.events)
+    rasa = [e for e in args.events if e.startswith(("http://", "https://"))]
+    if rasa and not (args.conversation or args.results):
+        raise UsageError(
+            f"--events `{rasa[0]}`: which conversations? give --conversation ID "
+            "(repeatable) or --results DIR"
+        )
     if getattr(args, "listen_remote", False) and not args.token:
         print(
             "mantle-stream: warning: --listen-remote without --token: anyone who can reach "
@@ -452,6 +459,12 @@ def _keep_finished(args: argparse.Namespace) -> int | None:
 def _say_refused(client: str, reason: str) -> None:
     """The listener turned a client away: say whom and why, on standard error."""
     message = f"mantle-stream: refused {client}: {reason}"
+    print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
+
+
+def _say_missing(conversation_id: str, reason: str) -> None:
+    """A Rasa server has no tracker for a conversation: it is skipped; say so."""
+    message = f"mantle-stream: warning: skipped conversation `{conversation_id}`: {reason}"
     print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
 
 
@@ -506,6 +519,12 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                     allow_remote=args.listen_remote,
                     max_connections=args.max_connections,
                     idle_timeout=args.connection_idle_timeout,
+                ),
+                http=HttpOptions(
+                    conversations=tuple(args.conversation or recorded),
+                    token=args.rasa_token or None,
+                    jwt=args.rasa_jwt or None,
+                    on_missing=_say_missing,
                 ),
                 sql=SqlOptions(
                     conversations=tuple(args.conversation or ()),

@@ -225,6 +225,20 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="sockets: close a client that sent nothing for this long (default: 300)",
     )
+    p.add_argument(
+        "--rasa-token",
+        default=os.environ.get("RASA_TOKEN"),
+        metavar="TOKEN",
+        help="http(s)://: Rasa's token auth, the server's --auth-token, sent as "
+        "?token= (default: $RASA_TOKEN)",
+    )
+    p.add_argument(
+        "--rasa-jwt",
+        default=os.environ.get("RASA_JWT"),
+        metavar="JWT",
+        help="http(s)://: a JWT signed with the server's --jwt-secret, sent as "
+        "`Authorization: Bearer JWT` (default: $RASA_JWT)",
+    )
 
 
 EXIT_CODES = """\
@@ -264,7 +278,9 @@ def _parser() -> argparse.ArgumentParser:
     sources = (
         "event source: a file (JSON lines or a tracker document), a directory of them, "
         "- (standard input), follow:PATH (a file still being "
-        "written), tcp://HOST:PORT or unix:PATH (listen for simulators); several files, "
+        "written), tcp://HOST:PORT or unix:PATH (listen for simulators), "
+        "http://HOST:PORT or https://... (a Rasa server's tracker endpoint: the "
+        "conversations of --conversation or --results); several files, "
         "directories or glob patterns (given at once or --events repeated) are read "
         "one after the other as one feed; sqlite:///PATH or "
         "postgresql://USER@HOST/DB (follow: before it keeps polling) reads table "

@@ -16,6 +16,7 @@ from typing import BinaryIO, NamedTuple
 from mantle_stream.feeds.base import Invalid
 from mantle_stream.feeds.files import FileFeed
 from mantle_stream.feeds.follow import FollowFeed, FollowOptions
+from mantle_stream.feeds.http import HttpFeed, HttpOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
 from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec
@@ -26,6 +27,7 @@ __all__ = [
     "Chunk",
     "Feed",
     "FollowOptions",
+    "HttpOptions",
     "ListenOptions",
     "Replies",
     "SqlOptions",
@@ -44,6 +46,7 @@ class Options(NamedTuple):
     follow: FollowOptions
     listen: ListenOptions
     sql: SqlOptions
+    http: HttpOptions = HttpOptions()
 
 
 def _follow(spec: str, options: Options) -> Feed:
@@ -64,11 +67,17 @@ def _sql(spec: str, options: Options) -> Feed:
     return SqlFeed(spec, url, options.sql, live=url != spec, max_line_bytes=options.max_line_bytes)
 
 
+def _http(spec: str, options: Options) -> Feed:
+    return HttpFeed(spec, options.http, max_line_bytes=options.max_line_bytes)
+
+
 #: Live sources by the prefix of their spec: how to open one.
 SCHEMES: dict[str, Callable[[str, Options], Feed]] = {
     "follow:": _follow,
     "tcp://": _listen,
     "unix:": _listen,
+    "http://": _http,
+    "https://": _http,
     "sqlite://": _sql,
     "postgresql://": _sql,
     "postgres://": _sql,
@@ -82,6 +91,7 @@ def open_feed(
     stdin: BinaryIO | None = None,
     follow: FollowOptions | None = None,
     listen: ListenOptions | None = None,
+    http: HttpOptions | None = None,
     sql: SqlOptions | None = None,
 ) -> Feed:
     """The feed for a ``--events`` source; nothing is opened until ``async with``.
@@ -95,6 +105,8 @@ def open_feed(
     other as one feed. A malformed spec raises FeedError on entering, like
     every other failure to open, so callers handle one place. ``follow``,
     ``listen`` and ``sql`` are read only by the sources they name.
+    An ``http://`` or ``https://`` spec is a Rasa server's base URL: the
+    trackers of ``http.conversations`` from its tracker endpoint.
     """
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be at least 1, not {max_line_bytes!r}")
@@ -121,6 +133,7 @@ def open_feed(
                     follow or FollowOptions(),
                     listen or ListenOptions(),
                     sql or SqlOptions(),
+                    http or HttpOptions(),
                 ),
             )
     if not spec:

@@ -1,0 +1,266 @@
+"""A Rasa server's HTTP tracker endpoint: ``http://HOST:PORT`` or ``https://...``.
+
+``GET {base}/conversations/{conversation_id}/tracker?include_events=ALL``
+returns a tracker document (``{"sender_id": ..., "events": [...]}``, flat
+events), which becomes one chunk that ends its conversation, exactly as a
+tracker document file does (:func:`mantle_stream.feeds.files._document_chunk`).
+
+Which conversations: :class:`HttpOptions` ``conversations`` (the command
+line's ``--conversation ID`` or the runs of ``--results DIR``). Trackers are
+fetched ``concurrency`` at a time and handed on in the order the ids were
+given: a conversation takes a slot from the moment its request starts until
+its chunk has been handed on, so at most ``concurrency`` requests are in
+flight and at most that many documents wait in memory.
+
+Failures: a connection error, a timeout, a 5xx or a 429 is retried
+``retries`` times, waiting ``backoff`` seconds and twice as long each time
+after; then the feed fails with a :class:`~mantle_stream.FeedError` naming
+the conversation and the reason. A 401 or 403 fails at once, saying which
+credentials to give (Rasa's token auth, ``?token=``, or a JWT, ``Authorization:
+Bearer``). A 404 -- or a tracker without events, which is what Rasa answers
+for a conversation it has never seen -- is not fatal: the conversation is
+skipped and ``on_missing`` called with its id and the reason (the command
+line prints a warning), since a results folder may name runs the tracker
+store no longer holds (the report then has no entry for it: the warning is
+where it shows).
+
+The client is ``httpx`` (the ``mantle_stream[http]`` extra), imported only
+when such a feed is entered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from mantle_stream.core.errors import FeedError
+from mantle_stream.feeds.base import Item, QueuedFeed
+from mantle_stream.feeds.files import _document_chunk
+from mantle_stream.feeds.interface import Chunk
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["HttpFeed", "HttpOptions"]
+
+#: What to install when httpx is missing.
+INSTALL_HINT = 'pip install "mantle_stream[http]"'
+#: The start of a response body quoted in an error message.
+_EXCERPT = 200
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """What an ``http(s)://`` source fetches and how.
+
+    ``conversations``: the ids whose trackers to fetch. ``token``: Rasa's token
+    auth (sent as ``?token=``); ``jwt``: sent as ``Authorization: Bearer``.
+    ``concurrency``: requests at once; ``retries``: further attempts after a
+    connection error, timeout, 5xx or 429, the first after ``backoff`` seconds
+    and each next one after twice as long; ``timeout``: seconds per request.
+    ``on_missing(conversation_id, reason)``: called for a conversation that
+    is skipped (404, or a tracker without events).
+    """
+
+    conversations: tuple[str, ...] = ()
+    token: str | None = None
+    jwt: str | None = None
+    concurrency: int = 8
+    retries: int = 3
+    timeout: float = 30.0
+    backoff: float = 0.5
+    on_missing: Callable[[str, str], object] | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency!r}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be at least 0, not {self.retries!r}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be positive, not {self.timeout!r}")
+        if self.backoff < 0 or math.isnan(self.backoff):
+            raise ValueError(f"backoff must be at least 0, not {self.backoff!r}")
+
+
+class _Retry(Exception):
+    """A failure worth another attempt; its text is the reason."""
+
+
+class HttpFeed(QueuedFeed):
+    """The trackers of ``options.conversations`` from a Rasa server at ``spec``; ends."""
+
+    def __init__(self, spec: str, options: HttpOptions, *, max_line_bytes: int) -> None:
+        super().__init__(spec, live=False, max_line_bytes=max_line_bytes)
+        self._base = spec.rstrip("/")
+        self._options = options
+        self._client: httpx.AsyncClient | None = None
+        #: Conversations skipped, with the reason (404, no events).
+        self.missing: dict[str, str] = {}
+
+    async def _open(self) -> None:
+        parts = urlsplit(self._base)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise FeedError(
+                f"bad event source `{self.name}`: expected `http://HOST:PORT` or "
+                "`https://HOST[:PORT][/PATH]`, the Rasa server's base URL"
+            )
+        if parts.query or parts.fragment:
+            raise FeedError(
+                f"bad event source `{self.name}`: give the Rasa server's base URL only, "
+                "without `?` or `#` (the token goes in --rasa-token)"
+            )
+        if not self._options.conversations:
+            raise FeedError(
+                f"`{self.name}`: which conversations? give --conversation ID (repeatable) "
+                "or --results DIR"
+            )
+        try:
+            import httpx
+        except ImportError:
+            raise FeedError(
+                f"reading events from `{self.name}` needs httpx: {INSTALL_HINT}"
+            ) from None
+        headers = {"Accept": "application/json"}
+        if self._options.jwt:
+            headers["Authorization"] = f"Bearer {self._options.jwt}"
+        self._client = httpx.AsyncClient(
+            headers=headers, timeout=self._options.timeout, follow_redirects=True
+        )
+
+    async def _close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
+        ids = list(dict.fromkeys(self._options.conversations))
+        done = [anyio.Event() for _ in ids]
+        results: list[Chunk | FeedError | None] = [None] * len(ids)
+        slots = anyio.Semaphore(self._options.concurrency)
+
+        async def fetch(index: int) -> None:
+            try:
+                results[index] = await self._fetch(ids[index])
+            except FeedError as exc:
+                results[index] = exc
+            finally:
+                done[index].set()
+
+        with send:
+            async with anyio.create_task_group() as group:
+
+                async def launch() -> None:
+                    # In id order, so the conversation handed on next always
+                    # holds a slot or gets the next one: no deadlock.
+                    for index in range(len(ids)):
+                        await slots.acquire()
+                        group.start_soon(fetch, index)
+
+                group.start_soon(launch)
+                for index in range(len(ids)):
+                    await done[index].wait()
+                    result, results[index] = results[index], None
+                    if isinstance(result, FeedError):
+                        self._error = result
+                        group.cancel_scope.cancel()
+                        return
+                    if result is not None:
+                        await send.send(result)
+                    slots.release()
+
+    def _url(self, conversation_id: str) -> str:
+        return f"{self._base}/conversations/{quote(conversation_id, safe='')}/tracker"
+
+    async def _fetch(self, conversation_id: str) -> Chunk | None:
+        """One conversation's tracker as a chunk; None when it is skipped."""
+        delay = self._options.backoff
+        attempts = self._options.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._get(conversation_id)
+            except _Retry as exc:
+                if attempt == attempts:
+                    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+                    raise FeedError(
+                        f"cannot read conversation `{conversation_id}` from `{self.name}`: "
+                        f"{exc} (gave up after {tries})"
+                    ) from None
+            await anyio.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _get(self, conversation_id: str) -> Chunk | None:
+        import httpx
+
+        assert self._client is not None
+        params = {"include_events": "ALL"}
+        if self._options.token:
+            params["token"] = self._options.token
+        url = self._url(conversation_id)
+        try:
+            response = await self._client.get(url, params=params)
+        except httpx.TransportError as exc:
+            raise _Retry(_transport_reason(exc)) from None
+        self._touch()
+        status = response.status_code
+        if status >= 500 or status == 429:
+            raise _Retry(f"the server answered {status} {response.reason_phrase}")
+        if status in (401, 403):
+            raise FeedError(
+                f"`{self.name}` refused conversation `{conversation_id}`: {status} "
+                f"{response.reason_phrase}: {self._auth_hint(status)}"
+            )
+        if status == 404:
+            self._skip(conversation_id, "the server has no such conversation (404)")
+            return None
+        if status != 200:
+            raise FeedError(
+                f"cannot read conversation `{conversation_id}` from `{self.name}`: the "
+                f"server answered {status} {response.reason_phrase}: {_excerpt(response)}"
+            )
+        chunk = _document_chunk(response.content, url)
+        if not chunk.data:
+            self._skip(conversation_id, "the server's tracker for it has no events")
+            return None
+        return chunk
+
+    def _skip(self, conversation_id: str, why: str) -> None:
+        self.missing[conversation_id] = why
+        if self._options.on_missing is not None:
+            self._options.on_missing(conversation_id, why)
+
+    def _auth_hint(self, status: int) -> str:
+        token, jwt = self._options.token, self._options.jwt
+        if status == 403:
+            return (
+                "the JWT may not read this conversation: give --rasa-jwt a JWT whose "
+                "user role is `admin` (or whose username is the conversation id)"
+            )
+        if not token and not jwt:
+            return (
+                "the server wants credentials: give --rasa-token TOKEN (the server's "
+                "--auth-token) or --rasa-jwt JWT (signed with its --jwt-secret)"
+            )
+        given = " and ".join(
+            what for what, value in (("--rasa-token", token), ("--rasa-jwt", jwt)) if value
+        )
+        return (
+            f"{given} not accepted: give the server's --auth-token as --rasa-token, "
+            "or a JWT signed with its --jwt-secret as --rasa-jwt"
+        )
+
+
+def _transport_reason(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
+
+
+def _excerpt(response: httpx.Response) -> str:
+    text = response.content[:_EXCERPT].decode("utf-8", "replace").strip()
+    return repr(text) if text else "(empty body)"
