@@ -589,7 +589,10 @@ async def test_unix_feed_replaces_a_stale_socket_serves_clients_and_cleans_up(
 # -- errors and overlong lines ----------------------------------------------
 
 
-FORMS = "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
+FORMS = (
+    "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT`, `unix:PATH`, "
+    "`sqlite:///PATH`, `postgresql://HOST/DB` or `http(s)://HOST:PORT`"
+)
 
 
 @pytest.mark.parametrize(

@@ -24,10 +24,11 @@ from typing import Any
 
 import anyio
 import pytest
-from test_sql_feed import example_lines, from_file, report, tracker_row
 
 from mantle_stream.core.errors import FeedError
 from mantle_stream.feeds import SqlOptions, open_feed
+
+from _stores import example_lines, from_file, report, tracker_row
 
 psycopg = pytest.importorskip("psycopg", reason='psycopg missing: pip install -e ".[dev]"')
 

@@ -24,6 +24,7 @@ import anyio
 from rich.console import Console
 from rich.live import Live
 
+from mantle_stream.cli.integrations import events_source
 from mantle_stream.core.assertions.bot import nested_repetition
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import (
@@ -411,7 +412,18 @@ def _expand(sources: list[str]) -> list[str]:
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Usage errors found before anything is read or started (exit 2)."""
+    if args.integrations and args.events:
+        raise UsageError("give --events or --integrations, not both")
+    if args.integrations:
+        # The agent's own integrations.yml names where its events are.
+        args.events = [events_source(args.integrations, live=args.command == "watch")]
+        print(f"mantle-stream: reading {redact(args.events[0])} (from {args.integrations})",
+              file=sys.stderr)  # fmt: skip
+    if not args.events:
+        raise UsageError("where are the events? give --events SOURCE or --integrations PATH")
     args.events = _expand(args.events)
+    if args.since and not any(is_sql_spec(e.removeprefix("follow:")) for e in args.events):
+        raise UsageError("--since filters rows of a SQL store (sqlite:///, postgresql://) only")
     rasa = [e for e in args.events if e.startswith(("http://", "https://"))]
     if rasa and not (args.conversation or args.results):
         raise UsageError(

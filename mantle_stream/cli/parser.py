@@ -154,7 +154,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="ID",
         help="read only this conversation (a sender_id) from a source that holds "
-        "many, such as sqlite:// or postgresql://; repeat for several",
+        "many: sqlite://, postgresql:// or a Rasa server's http(s)://; repeat for several",
     )
     p.add_argument(
         "--since",
@@ -266,6 +266,8 @@ def _parser() -> argparse.ArgumentParser:
             "mantle-stream demo",
             "mantle-stream check eval/scenarios --events rasa_event.log "
             "--results eval/results/2026-12-01T09-00-00",
+            "mantle-stream check eval/scenarios --results eval/results/2026-12-01T09-00-00 "
+            "--integrations integrations.yml",
         )
         + "\n\n"
         "`mantle-stream COMMAND --help` describes each command.",
@@ -287,6 +289,12 @@ def _parser() -> argparse.ArgumentParser:
         "events of a Rasa SQL tracker store or event broker"
     )
 
+    integrations = (
+        "instead of --events: read the agent's integrations.yml and judge the events "
+        "where it keeps them (its event_broker for watch, its tracker_store for check, "
+        "each falling back to the other): type file (followed) or sql (SQLite, "
+        "PostgreSQL); ${VARIABLES} are expanded as Rasa does"
+    )
     check = sub.add_parser(
         "check",
         help="judge an event feed and print a report",
@@ -296,14 +304,15 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_epilog(
             "mantle-stream check eval/scenarios --events rasa_event.log "
             "--results eval/results/2026-12-01T09-00-00",
+            "mantle-stream check eval/scenarios --results eval/results/2026-12-01T09-00-00 "
+            "--integrations integrations.yml",
             "curl -s localhost:5005/conversations/sim-1/tracker | "
             "mantle-stream check eval/scenarios/card.yml --events - --format json",
         ),
     )
     check.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
-    check.add_argument(
-        "--events", required=True, metavar="SOURCE", help=sources, nargs="+", action="extend"
-    )
+    check.add_argument("--events", metavar="SOURCE", help=sources, nargs="+", action="extend")
+    check.add_argument("--integrations", metavar="PATH", help=integrations)
     check.add_argument(
         "--format",
         choices=("table", "json"),
@@ -325,9 +334,8 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     watch.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
-    watch.add_argument(
-        "--events", required=True, metavar="SOURCE", help=sources, nargs="+", action="extend"
-    )
+    watch.add_argument("--events", metavar="SOURCE", help=sources, nargs="+", action="extend")
+    watch.add_argument("--integrations", metavar="PATH", help=integrations)
     _add_run_options(watch)
     _add_live_options(watch)
 

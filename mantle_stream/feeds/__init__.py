@@ -36,7 +36,10 @@ __all__ = [
 
 #: The longest line a feed hands on whole; a longer one becomes a bad event.
 MAX_LINE_BYTES = 1 << 20
-_FORMS = "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT` or `unix:PATH`"
+_FORMS = (
+    "a file, a directory, `-`, `follow:PATH`, `tcp://HOST:PORT`, `unix:PATH`, "
+    "`sqlite:///PATH`, `postgresql://HOST/DB` or `http(s)://HOST:PORT`"
+)
 
 
 class Options(NamedTuple):

@@ -1,0 +1,127 @@
+"""``--integrations PATH``: find the agent's events where its ``integrations.yml`` says.
+
+A Mantle agent names its event broker and tracker store in
+``integrations.yml`` (keys ``event_broker`` and ``tracker_store``, never
+``endpoints.yml``). This module reads that file the way Rasa does — a string
+value holding ``${NAME}`` has its environment variables expanded, and one
+that is not set is an error naming it — and turns the section it needs into
+an ``--events`` source:
+
+* ``event_broker: {type: file, path: ...}`` → ``follow:PATH`` (default
+  ``rasa_event.log``);
+* ``type: sql`` (broker or tracker store) → ``sqlite:///DB`` (the default
+  dialect) or ``postgresql://USER:PASSWORD@HOST:PORT/DB``.
+
+Which section: ``watch`` follows what is being written (the event broker
+first), ``check`` replays what is stored (the tracker store first); either
+falls back to the other. A relative path (a file broker's ``path``, an
+SQLite ``db``) is taken from the directory of ``integrations.yml``, where the
+agent runs. Anything else (Kafka, RabbitMQ, Redis, ...) is refused with the
+list of what is supported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+from urllib.parse import quote
+
+import yaml
+
+from mantle_stream.core.errors import UsageError
+
+__all__ = ["SUPPORTED", "events_source", "read_integrations"]
+
+#: Section types this version reads, by section.
+SUPPORTED = {"event_broker": ("file", "sql"), "tracker_store": ("sql",)}
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+def _expand(value: Any, where: str) -> Any:
+    """Expand ``${NAME}`` in every string, as Rasa does; an unset one is an error."""
+    if isinstance(value, dict):
+        return {k: _expand(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    missing = [name for name in _VARIABLE.findall(value) if name not in os.environ]
+    if missing:
+        names = ", ".join(f"`{name}`" for name in missing)
+        several = len(missing) > 1
+        raise UsageError(
+            f"`{where}` in integrations.yml uses the environment variable{'s' if several else ''} "
+            f"{names}, which {'are' if several else 'is'} not set"
+        )
+    return _VARIABLE.sub(lambda m: os.environ[m.group(1)], value)
+
+
+def read_integrations(path: str) -> dict[str, Any]:
+    """The sections of ``integrations.yml``, environment variables expanded."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            document = yaml.safe_load(fh)
+    except OSError as exc:
+        raise UsageError(f"cannot read `{path}`: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"`{path}` is not valid YAML: {exc}") from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise UsageError(f"`{path}` must be a mapping of sections (event_broker, tracker_store)")
+    return {str(k): _expand(v, str(k)) for k, v in document.items()}
+
+
+def _sql(section: dict[str, Any], name: str, base: str) -> str:
+    dialect = str(section.get("dialect") or "sqlite").lower()
+    db = section.get("db")
+    if dialect == "sqlite":
+        path = str(db or "rasa.db")
+        return "sqlite:///" + (path if os.path.isabs(path) else os.path.join(base, path))
+    if dialect.startswith(("postgresql", "postgres")):
+        host = section.get("url") or section.get("host") or "localhost"
+        user, password = section.get("username"), section.get("password")
+        auth = ""
+        if user:
+            auth = quote(str(user), safe="")
+            if password:
+                auth += ":" + quote(str(password), safe="")
+            auth += "@"
+        port = f":{section['port']}" if section.get("port") else ""
+        return f"postgresql://{auth}{host}{port}/{quote(str(db or 'rasa'), safe='')}"
+    raise UsageError(f"`{name}` uses the SQL dialect `{dialect}`; supported: sqlite, postgresql")
+
+
+def _source(section: Any, name: str, base: str) -> str:
+    if not isinstance(section, dict):
+        raise UsageError(f"`{name}` in integrations.yml must be a mapping with a `type`")
+    kind = str(section.get("type") or "").lower()
+    if name == "event_broker" and kind == "file":
+        path = str(section.get("path") or "rasa_event.log")
+        return "follow:" + (path if os.path.isabs(path) else os.path.join(base, path))
+    if kind == "sql":
+        return _sql(section, name, base)
+    supported = ", ".join(f"`{t}`" for t in SUPPORTED[name])
+    later = " (the Kafka source is not built yet)" if kind == "kafka" else ""
+    raise UsageError(
+        f"`{name}` of type `{kind or '(none)'}` cannot be read{later}; supported: {supported}"
+    )
+
+
+def events_source(path: str, *, live: bool) -> str:
+    """The ``--events`` source the agent's ``integrations.yml`` at ``path`` names:
+    for a live run (``watch``) its event broker first, else its tracker store."""
+    sections = read_integrations(path)
+    order = ("event_broker", "tracker_store") if live else ("tracker_store", "event_broker")
+    present = [name for name in order if sections.get(name) is not None]
+    if not present:
+        raise UsageError(f"`{path}` names neither an `event_broker` nor a `tracker_store`")
+    base = os.path.dirname(os.path.abspath(path))
+    errors = []
+    for name in present:
+        try:
+            return _source(sections[name], name, base)
+        except UsageError as exc:
+            errors.append(str(exc))
+    raise UsageError("; ".join(errors))

@@ -1,0 +1,103 @@
+"""Rasa's SQL tables and a report to compare sources by: shared by the store tests.
+
+``TRACKER_STORE`` and ``EVENT_BROKER`` are the tables as Rasa's SQL tracker store
+and SQL event broker create them on SQLite; :func:`make_db` fills one with the
+example conversations; :func:`report` is ``check --format json`` over the
+example scenarios, minus what depends on the source.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mantle_stream.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS = ROOT / "examples/eval/events/all.jsonl"
+SCENARIOS = ROOT / "examples/eval/scenarios"
+RESULTS = ROOT / "examples/eval/results/2026-12-01T09-00-00"
+
+#: Rasa's SQLTrackerStore table, as SQLAlchemy creates it on SQLite.
+TRACKER_STORE = """CREATE TABLE events (
+    id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+    sender_id VARCHAR(255) NOT NULL,
+    type_name VARCHAR(255) NOT NULL,
+    timestamp FLOAT,
+    intent_name VARCHAR(255),
+    action_name VARCHAR(255),
+    data TEXT
+)"""
+#: Rasa's SQLEventBroker table.
+EVENT_BROKER = """CREATE TABLE events (
+    id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+    sender_id VARCHAR(255),
+    data TEXT
+)"""
+
+
+def example_lines() -> list[str]:
+    return [line for line in EVENTS.read_text().splitlines() if line.strip()]
+
+
+def tracker_row(line: str) -> tuple[str, str, float | None, str]:
+    """(sender_id, type_name, timestamp, data) of one ProtoJSON event, as the store keeps it."""
+    event = json.loads(line)
+    envelope = {"conversation_id", "timestamp", "metadata", "event_id", "sequence"}
+    envelope |= {"user_id", "deployment_environment", "session_id"}
+    kind = next(k for k in event if k not in envelope)
+    return event["conversation_id"], kind, event["timestamp"], line
+
+
+def make_db(path: Path, lines: list[str], *, broker: bool = False) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute(EVENT_BROKER if broker else TRACKER_STORE)
+        insert(db, lines, broker=broker)
+    db.close()
+    return path
+
+
+def insert(db: sqlite3.Connection, lines: list[str], *, broker: bool = False) -> None:
+    rows = [tracker_row(line) for line in lines]
+    if broker:
+        db.executemany(
+            "INSERT INTO events (sender_id, data) VALUES (?, ?)", [(r[0], r[3]) for r in rows]
+        )
+    else:
+        db.executemany(
+            "INSERT INTO events (sender_id, type_name, timestamp, data) VALUES (?, ?, ?, ?)", rows
+        )
+
+
+def report(
+    capsys: pytest.CaptureFixture[str], *events: str, source: Sequence[str] = ()
+) -> tuple[int, dict[str, Any]]:
+    """``check --format json`` over the example scenarios, minus what depends on the
+    source: ``events`` are ``--events`` sources, ``source`` other arguments naming one."""
+    capsys.readouterr()
+    status = main(
+        [
+            "check",
+            str(SCENARIOS),
+            *(["--events", *events] if events else []),
+            *source,
+            "--results",
+            str(RESULTS),
+            "--format",
+            "json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    for conversation in data["conversations"]:
+        conversation.pop("started", None)
+        conversation.pop("duration", None)
+    return status, data
+
+
+def from_file(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any]]:
+    return report(capsys, str(EVENTS), *extra)
