@@ -22,6 +22,7 @@ TABLES = {
     "memory.py": ["state B/conv (tracemalloc)"],
     "routing.py": ["assertions", "µs per conversation"],
     "feeds.py": ["path", "in memory"],
+    "sql_store.py": ["conversations", "peak RSS MiB"],
 }
 
 # Scripts deliberately not run here, with the reason.
