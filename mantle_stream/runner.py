@@ -326,7 +326,13 @@ class Runner:
                 # 63 MB) happens in a worker thread while the loop goes on.
                 # Not cancellable: a stopping run waits for it, then writes
                 # its final checkpoint after it.
-                while evaluator.freeze_finished(FREEZE_SLICE):
+                # At most as many slices as were waiting at the start: conversations
+                # finishing meanwhile must not postpone the checkpoint for ever
+                # (checkpoint() encodes whatever is left).
+                slices = -(-evaluator.freeze_finished(0) // FREEZE_SLICE)
+                for _ in range(slices):
+                    if not evaluator.freeze_finished(FREEZE_SLICE):
+                        break
                     await anyio.sleep(0)
                 await anyio.to_thread.run_sync(
                     write_checkpoint, self.state_path, evaluator.checkpoint()

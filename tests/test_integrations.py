@@ -69,7 +69,8 @@ def test_watch_prefers_the_broker_and_check_the_store(tmp_path: Path) -> None:
     assert events_source(path, live=False).startswith("sqlite:///")
     # An unreadable first choice falls back to the other.
     kafka = write(tmp_path, "event_broker:\n  type: kafka\ntracker_store:\n  type: sql\n")
-    assert events_source(kafka, live=True).startswith("sqlite:///")
+    # watch follows a SQL store: the rows written after it started are read too.
+    assert events_source(kafka, live=True).startswith("follow:sqlite:///")
 
 
 @pytest.mark.parametrize(
@@ -125,3 +126,39 @@ def test_since_on_a_source_that_is_not_sql_is_a_usage_error(
 ) -> None:
     assert main(["check", str(SCENARIOS), "--events", str(EVENTS), "--since", "2026-01-01"]) == 2
     assert "--since filters rows of a SQL store" in capsys.readouterr().err
+
+
+def test_a_url_is_never_a_file_pattern_and_its_password_never_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql://u:secret@127.0.0.1:1/db?sslmode=disable&password=other"
+    assert main(["check", str(SCENARIOS), "--events", url]) == 2
+    err = capsys.readouterr().err
+    assert "matches no file" not in err and "secret" not in err and "other" not in err
+    assert main(["check", str(SCENARIOS), "--events", url, "--events", str(EVENTS)]) == 2
+    err = capsys.readouterr().err
+    assert "secret" not in err and "u:***@127.0.0.1" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown"),
+    [
+        ("postgresql://u:s@cret@h/db", "postgresql://u:***@h/db"),
+        ("follow:postgres://u:p@h/d?password=zz", "follow:postgres://u:***@h/d?password=***"),
+        ("https://user:pass@rasa.example.com", "https://user:***@rasa.example.com"),
+        ("postgresql://u:p@[::1]:5432/db", "postgresql://u:***@[::1]:5432/db"),
+        ("sqlite:///rasa.db", "sqlite:///rasa.db"),
+        ("events.jsonl", "events.jsonl"),
+    ],
+)
+def test_passwords_in_sources_are_hidden_in_messages(spec: str, shown: str) -> None:
+    from mantle_stream.feeds.sql import redact
+
+    assert redact(spec) == shown
+
+
+def test_conversation_on_a_source_that_cannot_pick_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check", str(SCENARIOS), "--events", str(EVENTS), "--conversation", "x"]) == 2
+    assert "--conversation picks conversations from a store" in capsys.readouterr().err

@@ -170,12 +170,13 @@ def test_runs_let_go_of_are_written_as_they_go_and_all_appear(tmp_path: Path) ->
     writer = JunitWriter(str(path))
     evaluator = feed(keep_finished=1, writer=writer)
     # A body per scenario beside the file, and the runs it let go of written there:
-    # all but the last (and the unmatched conversation, still listed).
+    # every one, since the last conversation to end (the one of a scenario not
+    # loaded, still listed) is the one kept.
     assert len([p for p in tmp_path.iterdir() if p.name.startswith(".junit.xml-")]) == 5
-    assert writer.tests == 25
+    assert writer.tests == 27
     report = ms.build_report(evaluator)
-    assert [c.conversation_id for c in report.conversations] == ["stopped-2"]
-    assert report.summary.omitted == 14
+    assert report.conversations == [] and [u.conversation_id for u in report.unmatched] == ["stray"]
+    assert report.summary.omitted == 15
     writer.finish(report)
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]
     # The same file as one written from a run that kept every conversation.
@@ -201,3 +202,16 @@ def test_scenarios_without_runs_are_empty_suites_and_no_scenario_no_suite() -> N
     assert properties(root[0])["pass_rate"] == "n/a"
     empty = Report(conversations=[], summary=report.summary)
     assert list(read(junit_xml(empty))) == []
+
+
+def test_control_characters_in_data_never_make_the_file_unreadable(tmp_path: Path) -> None:
+    evaluator = ms.Evaluator(SCENARIOS[:1])
+    hostile = "a\x01b<&\x1b[31m"
+    evaluator.push_line(line(hostile, 0, **ACTIVATED))
+    evaluator.push_line(line(hostile, 1, session_ended={}))
+    writer = JunitWriter(str(tmp_path / "j.xml"))
+    writer.on_end(ms.build_report(evaluator))
+    xml = (tmp_path / "j.xml").read_bytes()
+    parsed = read(xml)  # well-formed, valid, and read by junitparser
+    assert "a\\x01b<&\\x1b[31m" in xml.decode().replace("&lt;", "<").replace("&amp;", "&")
+    assert sum(1 for _ in parsed) == 1

@@ -511,3 +511,32 @@ def test_junit_writes_conversations_as_they_are_let_go_of(tmp_path: Path) -> Non
     assert [p.get("value") for p in ids if p is not None] == [f"c{n}" for n in range(50)]
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("50", "10", "0")
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]
+
+
+def test_conversations_that_name_no_scenario_are_let_go_of_too() -> None:
+    # Several scenarios, conversations that never name one and end: they are
+    # finished and counted, and keep_finished lets them go like any other.
+    evaluator = ms.Evaluator(
+        [scenario({"skill_activated": {"skill_id": "k"}}, name="a"),
+         scenario({"skill_activated": {"skill_id": "k"}}, name="b")],
+        keep_finished=2,
+    )  # fmt: skip
+    for n in range(100):
+        evaluator.push_line(row(0, f"u{n}", session_started={}))
+        evaluator.push_line(row(1, f"u{n}", session_ended={}))
+    assert len(evaluator.unmatched()) == 2
+    assert evaluator.statistics().unmatched == 100
+    assert evaluator.open_conversations() == {}
+
+
+def test_the_notes_count_in_words_that_agree() -> None:
+    from mantle_stream.outputs.report import Report, Summary, Warnings
+
+    warned = Warnings(bad_events=2, duplicates=76, late_events=1, gaps=3, foreign_events=2)
+    assert notes(Report(conversations=[], summary=Summary(0, 0, 0, 0, 0), warnings=warned)) == [
+        "2 bad events skipped",
+        "76 duplicate events skipped",
+        "1 late event ignored (after its conversation ended, or after its gap was given up on)",
+        "3 gaps in `sequence` given up on",
+        "2 events refused: its conversation belongs to another connection",
+    ]

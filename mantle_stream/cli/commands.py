@@ -397,10 +397,12 @@ def _feed_size(sources: list[str]) -> int | None:
 
 
 def _expand(sources: list[str]) -> list[str]:
-    """Glob patterns among the sources, expanded (a path that exists is taken as it is)."""
+    """Glob patterns among the file sources, expanded (a path that exists is taken as
+    it is; a source with a scheme, a URL's `?` or `[` included, is never a pattern)."""
     out = []
     for source in sources:
-        if any(c in source for c in "*?[") and not os.path.exists(source):
+        url = "://" in source or source.startswith(("follow:", "unix:"))
+        if not url and any(c in source for c in "*?[") and not os.path.exists(source):
             matches = sorted(glob.glob(source))
             if not matches:
                 raise UsageError(f"--events `{source}` matches no file")
@@ -424,6 +426,14 @@ def _check_arguments(args: argparse.Namespace) -> None:
     args.events = _expand(args.events)
     if args.since and not any(is_sql_spec(e.removeprefix("follow:")) for e in args.events):
         raise UsageError("--since filters rows of a SQL store (sqlite:///, postgresql://) only")
+    many = ("http://", "https://")
+    if args.conversation and not any(
+        is_sql_spec(e.removeprefix("follow:")) or e.startswith(many) for e in args.events
+    ):
+        raise UsageError(
+            "--conversation picks conversations from a store that holds many "
+            "(sqlite:///, postgresql://, a Rasa server's http(s)://), not from this source"
+        )
     rasa = [e for e in args.events if e.startswith(("http://", "https://"))]
     if rasa and not (args.conversation or args.results):
         raise UsageError(
@@ -488,7 +498,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         if args.events == ["-"]
         else redact(args.events[0])
         if len(args.events) == 1
-        else f"{args.events[0]} and {len(args.events) - 1} more"
+        else f"{redact(args.events[0])} and {len(args.events) - 1} more"
     )
     recorded = load_results(args.results) if args.results else {}
     evaluator = Evaluator(

@@ -10,7 +10,8 @@ an ``--events`` source:
 * ``event_broker: {type: file, path: ...}`` → ``follow:PATH`` (default
   ``rasa_event.log``);
 * ``type: sql`` (broker or tracker store) → ``sqlite:///DB`` (the default
-  dialect) or ``postgresql://USER:PASSWORD@HOST:PORT/DB``.
+  dialect) or ``postgresql://USER:PASSWORD@HOST:PORT/DB``, behind ``follow:``
+  for ``watch`` (the rows written after it started are read too).
 
 Which section: ``watch`` follows what is being written (the event broker
 first), ``check`` replays what is stored (the tracker store first); either
@@ -93,15 +94,15 @@ def _sql(section: dict[str, Any], name: str, base: str) -> str:
     raise UsageError(f"`{name}` uses the SQL dialect `{dialect}`; supported: sqlite, postgresql")
 
 
-def _source(section: Any, name: str, base: str) -> str:
+def _source(section: Any, name: str, base: str, live: bool) -> str:
     if not isinstance(section, dict):
         raise UsageError(f"`{name}` in integrations.yml must be a mapping with a `type`")
     kind = str(section.get("type") or "").lower()
     if name == "event_broker" and kind == "file":
         path = str(section.get("path") or "rasa_event.log")
         return "follow:" + (path if os.path.isabs(path) else os.path.join(base, path))
-    if kind == "sql":
-        return _sql(section, name, base)
+    if kind == "sql":  # a live run keeps reading the rows written after it started
+        return ("follow:" if live else "") + _sql(section, name, base)
     supported = ", ".join(f"`{t}`" for t in SUPPORTED[name])
     later = " (the Kafka source is not built yet)" if kind == "kafka" else ""
     raise UsageError(
@@ -121,7 +122,7 @@ def events_source(path: str, *, live: bool) -> str:
     errors = []
     for name in present:
         try:
-            return _source(sections[name], name, base)
+            return _source(sections[name], name, base, live)
         except UsageError as exc:
             errors.append(str(exc))
     raise UsageError("; ".join(errors))

@@ -19,7 +19,7 @@ from mantle_stream.feeds.follow import FollowFeed, FollowOptions
 from mantle_stream.feeds.http import HttpFeed, HttpOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
-from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec
+from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec, redact
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -119,9 +119,9 @@ def open_feed(
             odd = [s for s in specs if s == "-" or ":" in s.split("/", 1)[0] or not s]
             if odd or not specs:
                 return Invalid(
-                    ", ".join(specs),
+                    ", ".join(redact(spec) for spec in specs),
                     "several event sources must all be files or "
-                    f"directories; `{odd[0] if odd else ''}` is not one",
+                    f"directories; `{redact(odd[0]) if odd else ''}` is not one",
                 )
             return FileFeed(specs, None, max_line_bytes=max_line_bytes)
         spec = specs[0]

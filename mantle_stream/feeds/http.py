@@ -43,6 +43,7 @@ from mantle_stream.core.errors import FeedError
 from mantle_stream.feeds.base import Item, QueuedFeed
 from mantle_stream.feeds.files import _document_chunk
 from mantle_stream.feeds.interface import Chunk
+from mantle_stream.feeds.sql import redact
 
 if TYPE_CHECKING:
     import httpx
@@ -96,7 +97,7 @@ class HttpFeed(QueuedFeed):
     """The trackers of ``options.conversations`` from a Rasa server at ``spec``; ends."""
 
     def __init__(self, spec: str, options: HttpOptions, *, max_line_bytes: int) -> None:
-        super().__init__(spec, live=False, max_line_bytes=max_line_bytes)
+        super().__init__(redact(spec), live=False, max_line_bytes=max_line_bytes)
         self._base = spec.rstrip("/")
         self._options = options
         self._client: httpx.AsyncClient | None = None
@@ -207,6 +208,11 @@ class HttpFeed(QueuedFeed):
             response = await self._client.get(url, params=params)
         except httpx.TransportError as exc:
             raise _Retry(_transport_reason(exc)) from None
+        except httpx.HTTPError as exc:  # too many redirects, a body that does not decode...
+            raise FeedError(
+                f"cannot read conversation `{conversation_id}` from `{self.name}`: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
         self._touch()
         status = response.status_code
         if status >= 500 or status == 429:
@@ -224,7 +230,7 @@ class HttpFeed(QueuedFeed):
                 f"cannot read conversation `{conversation_id}` from `{self.name}`: the "
                 f"server answered {status} {response.reason_phrase}: {_excerpt(response)}"
             )
-        chunk = _document_chunk(response.content, url)
+        chunk = _document_chunk(response.content, redact(url))
         if not chunk.data:
             self._skip(conversation_id, "the server's tracker for it has no events")
             return None

@@ -115,8 +115,25 @@ def is_sql_spec(spec: str) -> bool:
 
 
 def redact(spec: str) -> str:
-    """``spec`` with the password of a ``postgresql://`` URL hidden, for messages."""
-    return re.sub(r"^((?:follow:)?postgres(?:ql)?://[^:/@]*:)[^@/]*@", r"\1***@", spec)
+    """``spec`` with any password a URL holds hidden, for messages: the one after
+    ``user:`` (up to the last ``@`` before the host) and a ``password=`` parameter."""
+    prefix = "follow:" if spec.startswith("follow:") else ""
+    url = spec.removeprefix(prefix)
+    if "://" not in url:
+        return spec
+    scheme, rest = url.split("://", 1)
+    end = len(rest)
+    for stop in "/?#":  # the authority ends at the first of these after its last `@`
+        at = rest.find(stop, rest.rfind("@", 0, rest.find("/") if "/" in rest else None) + 1)
+        if at >= 0:
+            end = min(end, at)
+    authority, tail = rest[:end], rest[end:]
+    if "@" in authority:
+        userinfo, host = authority.rsplit("@", 1)
+        if ":" in userinfo:
+            authority = userinfo.split(":", 1)[0] + ":***@" + host
+    tail = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", tail)
+    return f"{prefix}{scheme}://{authority}{tail}"
 
 
 class _Database(Protocol):

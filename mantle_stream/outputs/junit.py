@@ -46,6 +46,19 @@ __all__ = ["UNMATCHED_SUITE", "JunitWriter", "junit_xml"]
 #: The name of the suite of the conversations judged against no scenario.
 UNMATCHED_SUITE = "unmatched conversations"
 
+#: Characters XML 1.0 forbids (C0 controls but tab, newline and return): written
+#: as ``\\xNN`` text, so that data quoting them never makes the file unreadable.
+_FORBIDDEN = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D))
+_ESCAPED = {c: f"\\x{c:02x}".encode() for c in _FORBIDDEN}
+
+
+def _xml(element: ET.Element, *, declaration: bool = False) -> bytes:
+    """An element as UTF-8 XML that any XML reader accepts, whatever its text holds."""
+    data: bytes = ET.tostring(element, encoding="utf-8", xml_declaration=declaration)
+    if any(c in data for c in _FORBIDDEN):
+        data = b"".join(_ESCAPED.get(c, bytes((c,))) for c in data)
+    return data
+
 
 def _figure(value: float | bool | None) -> str:
     if value is None:
@@ -96,7 +109,7 @@ class _Suite:
         self.errors += case.find("error") is not None
         self.skipped += case.find("skipped") is not None
         ET.indent(case, space="  ", level=2)
-        self.body.write(b"    " + ET.tostring(case, encoding="utf-8") + b"\n")
+        self.body.write(b"    " + _xml(case) + b"\n")
 
     def element(self, result: ScenarioResult | None) -> ET.Element:
         """The opening of the suite: its totals and properties (its cases follow)."""
@@ -267,12 +280,12 @@ class _Assembly:
             failures=str(sum(s.failures for s in suites)),
             errors=str(sum(s.errors for s in suites)),
         )
-        head = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        head = _xml(root, declaration=True)
         out.write(head[: head.rindex(b" />")] + b">\n")  # the empty element, opened
         for suite in suites:
             element = suite.element(None if suite.unmatched else results.get(suite.name))
             ET.indent(element, space="  ", level=1)
-            text = ET.tostring(element, encoding="utf-8")
+            text = _xml(element)
             if text.endswith(b" />"):  # no properties: the empty element, opened
                 text = text[:-3] + b">"
             else:

@@ -356,18 +356,18 @@ def notes(report: Report) -> list[str]:
             f"{_count(n, 'conversation')} name another scenario in their metadata "
             f"({_named(w.other_scenario)}) but were judged against the one loaded"
         )
-    for count, what in (
-        (w.bad_events, "bad event skipped"),
-        (w.duplicates, "duplicate event skipped"),
+    for count, noun, rest in (
+        (w.bad_events, "bad event", "skipped"),
+        (w.duplicates, "duplicate event", "skipped"),
         (
             w.late_events,
-            "late event ignored (after its conversation ended, or after its gap was given up on)",
+            "late event",
+            "ignored (after its conversation ended, or after its gap was given up on)",
         ),
-        (w.gaps, "gap in `sequence` given up on"),
-        (w.foreign_events, "event refused: its conversation belongs to another connection"),
+        (w.gaps, "gap", "in `sequence` given up on"),
+        (w.foreign_events, "event", "refused: its conversation belongs to another connection"),
     ):
         if count:
-            noun, _, rest = what.partition(" ")
             lines.append(f"{_count(count, noun)} {rest}")
     if w.unnamed_given_up:
         lines.append(

@@ -56,6 +56,14 @@ class ScenarioChoice:
         """Apply events (the evaluator's hot loop)."""
         raise NotImplementedError
 
+    def _close(self, conv: Conversation) -> None:
+        """Mark a conversation finished (the evaluator's)."""
+        raise NotImplementedError
+
+    def _let_go(self) -> None:
+        """Let go of the oldest finished conversations beyond keep_finished (the evaluator's)."""
+        raise NotImplementedError
+
     def _open(self, event: Event) -> Conversation:
         cid = event.conversation_id
         plan = self._single
@@ -103,9 +111,9 @@ class ScenarioChoice:
                     conv.buffer = None
                     self._unnamed_given_up += 1
             if type(payload) is SessionEnded:
-                conv.finished = True
                 conv.buffer = None  # never to be judged: nothing to keep
-                self._open_convs.pop(conv.cid, None)
+                self._close(conv)  # finished, and let go of in its turn (keep_finished)
+                self._let_go()
             return None
         conv.plan, conv.naming = plan, Naming.JUDGED
         conv.machines = list(plan.untouched)
