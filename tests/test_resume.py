@@ -648,3 +648,34 @@ def test_finished_conversations_are_encoded_for_checkpoints_in_slices() -> None:
     resumed = evaluator(keep_finished=6)
     resumed.restore(sliced.checkpoint())
     assert report_of(resumed) == report_of(whole)
+
+
+def test_an_event_after_the_end_reaches_the_next_checkpoint() -> None:
+    # A finished conversation's state is encoded once for checkpoints; an event that
+    # comes after its end changes it (counted late), so it is encoded again: after a
+    # restart and a re-read, that event is replayed, not counted late a second time.
+    scen = ms.load_scenario_text(
+        json.dumps({"scenario": {"name": "s", "simulation_context": "x", "goals": {
+            "assertions": [{"skill_activated": {"skill_id": "k"}}]}}})
+    )  # fmt: skip
+
+    def row(seq: int | None, **payload: Any) -> bytes:
+        return json.dumps(
+            {"conversation_id": "c", "sequence": seq, "metadata": None, **payload}
+        ).encode()
+
+    feed = [row(0, session_started={}), row(1, session_ended={})]
+    late = [row(5, user={"text": "late"}), row(None, user={"text": "no sequence"})]
+    first = ms.Evaluator([scen])
+    for line in feed:
+        first.push_line(line)
+    first.checkpoint()  # the finished conversation encoded here
+    for line in late:
+        first.push_line(line)
+    assert first.statistics().late_events == 2
+    resumed = ms.Evaluator([scen])
+    resumed.restore(first.checkpoint())
+    for line in feed + late:
+        resumed.push_line(line)
+    assert resumed.statistics().late_events == 2
+    assert resumed.statistics().replayed == 4

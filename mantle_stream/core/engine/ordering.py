@@ -12,6 +12,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+import msgspec
+
 from mantle_stream.core.engine.conversation import (
     MAX_SEQUENCE_JUMP,
     RECENT_GAPS,
@@ -43,6 +45,8 @@ class Ordering:
     _arrivals: int
     _releasing: bool
     _events: int
+    _frozen: dict[str, msgspec.Raw]  # finished conversations' encoded states (checkpoints)
+    _unfrozen: deque[str] | None
 
     def _run(
         self, events: list[Event], out: list[Decision], *, known: Payload | None = None
@@ -121,6 +125,7 @@ class Ordering:
                 conv.replay_unsequenced -= 1
                 self._replayed += 1
                 return 1
+            self._thaw(conv)
             conv.unsequenced += 1
             if event.event_id and self._seen_id(conv, event.event_id):
                 self._duplicates += 1
@@ -133,8 +138,16 @@ class Ordering:
             self._replayed += 1  # counted late before the restart
             return 1
         self._late += 1
-        conv.late_max = max(conv.late_max, seq)  # saved, so a resume counts it once
+        if seq > conv.late_max:
+            self._thaw(conv)
+            conv.late_max = seq  # saved, so a resume counts it once
         return 0
+
+    def _thaw(self, conv: Conversation) -> None:
+        """A finished conversation's state changes (what came after its end): its
+        encoding for checkpoints is stale, so it is encoded again for the next one."""
+        if self._frozen.pop(conv.cid, None) is not None and self._unfrozen is not None:
+            self._unfrozen.append(conv.cid)
 
     def _seen_id(self, conv: Conversation, event_id: str) -> bool:
         """Remember the ids of recent sequence-less events (at most RECENT_IDS)."""
