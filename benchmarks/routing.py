@@ -20,23 +20,13 @@ from functools import partial
 from typing import Any
 
 import mantle_stream as ms
+from mantle_stream.core.assertions import lifecycle
 
 from _common import best_after, best_of, chunks, feed, machine, scenario
 
-SKILL_KINDS = [
-    "skill_activated",
-    "skill_completed",
-    "skill_cancelled",
-    "skill_interrupted",
-    "skill_resumed",
-]
-BLOCK_KINDS = [
-    "ordered_block_entered",
-    "ordered_block_completed",
-    "ordered_block_cancelled",
-    "ordered_block_interrupted",
-    "ordered_block_resumed",
-]
+# Every lifecycle kind, as the assertion family lists them.
+SKILL_KINDS = list(lifecycle.SKILL_KINDS)
+BLOCK_KINDS = list(lifecycle.BLOCK_KINDS)
 
 
 def unused_assertion(i: int) -> dict[str, Any]:

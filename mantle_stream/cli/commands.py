@@ -30,6 +30,7 @@ from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import (
     CONTROL_ESCAPES,
     EventError,
+    FeedError,
     MantleStreamError,
     ScenarioError,
     UsageError,
@@ -38,6 +39,7 @@ from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds.files import event_files
 from mantle_stream.feeds.http import HttpOptions
 from mantle_stream.feeds.sql import SqlOptions, is_sql_spec, parse_since, redact
 from mantle_stream.outputs.github import GithubAnnotations
@@ -378,22 +380,13 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
 
 def _feed_size(sources: list[str]) -> int | None:
     """The bytes a check will read, when its sources are files and directories."""
-    total = 0
-    for source in sources:
-        if source == "-" or source.startswith(("follow:", "tcp://", "unix:")):
-            return None
-        try:
-            if os.path.isdir(source):
-                total += sum(
-                    os.path.getsize(os.path.join(source, name))
-                    for name in os.listdir(source)
-                    if os.path.isfile(os.path.join(source, name))
-                )
-            else:
-                total += os.path.getsize(source)
-        except OSError:
-            return None  # the feed will say why it cannot read it
-    return total or None
+    if any(s == "-" or "://" in s or s.startswith(("follow:", "unix:")) for s in sources):
+        return None
+    try:
+        files = [f for s in sources for f in (event_files(s) if os.path.isdir(s) else [s])]
+        return sum(os.path.getsize(f) for f in files) or None
+    except (OSError, FeedError):
+        return None  # the feed will say why it cannot read it
 
 
 def _expand(sources: list[str]) -> list[str]:

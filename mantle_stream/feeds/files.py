@@ -27,7 +27,7 @@ from mantle_stream.core.events.flat import document_lines, is_document
 from mantle_stream.feeds.base import BOM, Item, Lines, QueuedFeed, put, reason
 from mantle_stream.feeds.interface import Chunk
 
-__all__ = ["EVENT_FILE_SUFFIXES", "MAX_DOCUMENT_BYTES", "FileFeed"]
+__all__ = ["EVENT_FILE_SUFFIXES", "MAX_DOCUMENT_BYTES", "FileFeed", "event_files"]
 
 
 #: Files read from a directory source: JSON lines and tracker documents.
@@ -51,7 +51,7 @@ def _document_chunk(data: bytes, name: str) -> Chunk:
     return Chunk(lines, None, 1, f"{name}#events", cid)
 
 
-def _event_files(path: str) -> list[str]:
+def event_files(path: str) -> list[str]:
     """A directory's event files, in name order (FeedError for none)."""
     try:
         names = sorted(os.listdir(path))
@@ -108,7 +108,7 @@ class FileFeed(QueuedFeed):
         files: list[str] = []
         for path in self._paths:
             if os.path.isdir(path):
-                files += _event_files(path)
+                files += event_files(path)
                 continue
             try:
                 (await anyio.to_thread.run_sync(open, path, "rb")).close()

@@ -34,6 +34,7 @@ import sqlite3
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import anyio
 import msgspec
@@ -121,19 +122,17 @@ def redact(spec: str) -> str:
     url = spec.removeprefix(prefix)
     if "://" not in url:
         return spec
-    scheme, rest = url.split("://", 1)
-    end = len(rest)
-    for stop in "/?#":  # the authority ends at the first of these after its last `@`
-        at = rest.find(stop, rest.rfind("@", 0, rest.find("/") if "/" in rest else None) + 1)
-        if at >= 0:
-            end = min(end, at)
-    authority, tail = rest[:end], rest[end:]
-    if "@" in authority:
-        userinfo, host = authority.rsplit("@", 1)
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
         if ":" in userinfo:
-            authority = userinfo.split(":", 1)[0] + ":***@" + host
-    tail = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", tail)
-    return f"{prefix}{scheme}://{authority}{tail}"
+            netloc = userinfo.split(":", 1)[0] + ":***@" + host
+    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    tail = parts.path + (f"?{query}" if parts.query else "")
+    return f"{prefix}{parts.scheme}://{netloc}{tail}" + (
+        f"#{parts.fragment}" if parts.fragment else ""
+    )
 
 
 class _Database(Protocol):
