@@ -30,7 +30,7 @@ from mantle_stream.feeds import SqlOptions, open_feed
 
 from _stores import example_lines, from_file, report, tracker_row
 
-psycopg = pytest.importorskip("psycopg", reason='psycopg missing: pip install -e ".[dev]"')
+psycopg = pytest.importorskip("psycopg", reason='psycopg missing: pip install -e ".[test]"')
 
 TRACKER_STORE = """CREATE TABLE events (
     id SERIAL PRIMARY KEY,
