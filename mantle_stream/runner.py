@@ -28,6 +28,7 @@ snapshot taken by a refresh task never sees a half-applied chunk.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable
 from typing import Literal
@@ -70,6 +71,13 @@ class RunOutcome(msgspec.Struct, frozen=True):
 
 
 _encode = msgspec.json.Encoder().encode
+
+
+def _relocated(
+    on_bad: Callable[[EventError], object], line_of: Callable[[int], int], error: EventError
+) -> None:
+    """Tell ``on_bad`` of a bad event at its line in the feed (``Chunk.line_of``)."""
+    on_bad(error.at(line_of(error.line or 0)))
 
 
 class Runner:
@@ -194,16 +202,28 @@ class Runner:
         async for chunk in feed:
             self.bytes_read += len(chunk.data)
             peer = chunk.peer
-            decisions = evaluator.push_chunk(
-                chunk.data,
-                stop_at_failure=self.fail_fast,
-                # On a listener, one client's bad line is that client's problem: it is
-                # answered there, counted and skipped; the others' runs go on.
-                on_bad=on_bad if peer is None else refused.append,
-                first_line=chunk.first_line,
-                source=chunk.source if peer is None else peer.name,
-                owner=peer,
-            )
+            line_of = chunk.line_of
+            bad: Callable[[EventError], object] | None = on_bad
+            if peer is not None:
+                # On a listener, one client's bad line is that client's problem: it
+                # is answered there, counted and skipped; the others' runs go on.
+                bad = refused.append
+            elif on_bad is not None and line_of is not None:
+                bad = functools.partial(_relocated, on_bad, line_of)
+            try:
+                decisions = evaluator.push_chunk(
+                    chunk.data,
+                    stop_at_failure=self.fail_fast,
+                    on_bad=bad,
+                    # Lines not consecutive: numbered from 0 here, named by line_of.
+                    first_line=chunk.first_line if line_of is None else 0,
+                    source=chunk.source if peer is None else peer.name,
+                    owner=peer,
+                )
+            except EventError as exc:
+                if line_of is None:
+                    raise
+                raise exc.at(line_of(exc.line or 0)) from None
             if refused:
                 assert peer is not None
                 for error in refused:

@@ -15,7 +15,6 @@ import contextlib
 import gc
 import glob
 import os
-import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -25,11 +24,13 @@ from rich.console import Console
 from rich.live import Live
 
 from mantle_stream.cli.integrations import events_source
+from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped, stop_on_signals
+from mantle_stream.cli.workers import AUTO_MIN_BYTES, cores, run_workers
 from mantle_stream.core.assertions.bot import nested_repetition
 from mantle_stream.core.engine.evaluator import Evaluator
+from mantle_stream.core.engine.partition import Judged
 from mantle_stream.core.errors import (
     CONTROL_ESCAPES,
-    EventError,
     FeedError,
     MantleStreamError,
     ScenarioError,
@@ -38,10 +39,9 @@ from mantle_stream.core.errors import (
 from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.feeds.files import event_files
-from mantle_stream.feeds.http import HttpOptions
-from mantle_stream.feeds.sql import SqlOptions, is_sql_spec, parse_since, redact
+from mantle_stream.feeds.sql import is_sql_spec, redact
 from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.html import HtmlWriter
 from mantle_stream.outputs.jsonl import JsonlWriter
@@ -225,10 +225,6 @@ class _Session:
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
 
-    def on_bad(self, error: EventError) -> None:
-        """--on-bad-event=skip: say what was skipped, on standard error."""
-        print(f"mantle-stream: skipped {error}", file=sys.stderr, flush=True)
-
     def runner(self, **options: Any) -> Runner:
         """A runner over the evaluator that tells every sink what it decides and stops.
 
@@ -270,7 +266,7 @@ class _Session:
             tg.cancel_scope.cancel()
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_signals, runner)
+            tg.start_soon(stop_on_signals, runner)
             if extra is not None:
                 extra(tg)
             if self.live:
@@ -320,14 +316,6 @@ async def _progress(bar: ReadProgress, runner: Runner) -> None:
         await anyio.sleep(0.1)
 
 
-async def _signals(runner: Runner) -> None:
-    """Ctrl-C / SIGTERM end the run cleanly: the summary still prints."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
-        async for _ in received:
-            runner.stop()
-            return
-
-
 async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
     """Redraw from a fresh snapshot at a steady rate (no flicker, no torn state)."""
     while True:
@@ -335,8 +323,22 @@ async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
         view.update(LiveView(session.snapshot(runner)), refresh=True)
 
 
-def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str) -> int:
-    report = build_report(session.evaluator, session.recorded, session.refused)
+def _finish(
+    session: _Session,
+    outcome: RunOutcome,
+    runner: Runner | None,
+    *,
+    fmt: str,
+    judged: Judged | None = None,
+) -> int:
+    """The report (of ``judged``, the workers' merged outcome, when given), the closing
+    lines and the exit status."""
+    report = build_report(
+        session.evaluator if judged is None else judged,
+        session.recorded,
+        session.refused,
+        scenarios=session.evaluator.scenarios,
+    )
     session.sinks.on_end(report)
     if fmt == "json":
         sys.stdout.write(report.to_json().decode() + "\n")
@@ -350,7 +352,7 @@ def _finish(session: _Session, outcome: RunOutcome, runner: Runner, *, fmt: str)
         digest = failure_lines(report, session.evaluator.scenarios)
         if digest:
             console.print(*digest, sep="\n")
-        if session.plain:
+        if session.plain and runner is not None:
             print(summary_line(session.snapshot(runner, final=True)), flush=True)
         for line in notes(report):
             console.print(literal(line))
@@ -459,27 +461,9 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 )
 
 
-#: Finished conversations a live source keeps listed by default (see --keep-finished).
-LIVE_KEEP_FINISHED = 10_000
-
-
-def _keep_finished(args: argparse.Namespace) -> int | None:
-    """``--keep-finished``, else: all for files, the most recent for live sources."""
-    if args.keep_finished is not None:
-        return int(args.keep_finished)
-    live = any(e.startswith(("follow:", "tcp://", "unix:")) for e in args.events)
-    return LIVE_KEEP_FINISHED if live else None
-
-
 def _say_refused(client: str, reason: str) -> None:
     """The listener turned a client away: say whom and why, on standard error."""
     message = f"mantle-stream: refused {client}: {reason}"
-    print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
-
-
-def _say_missing(conversation_id: str, reason: str) -> None:
-    """A Rasa server has no tracker for a conversation: it is skipped; say so."""
-    message = f"mantle-stream: warning: skipped conversation `{conversation_id}`: {reason}"
     print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
 
 
@@ -494,14 +478,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         else f"{redact(args.events[0])} and {len(args.events) - 1} more"
     )
     recorded = load_results(args.results) if args.results else {}
-    evaluator = Evaluator(
-        scenarios,
-        source=source,
-        reorder_window=args.reorder_window,
-        assignments={cid: run.scenario for cid, run in recorded.items()},
-        regex_timeout=args.regex_timeout,
-        keep_finished=_keep_finished(args),
-    )
+    evaluator = evaluator_for(args, scenarios, recorded, source)
     state_lock = lock_state(args.state) if args.state else None
     if args.state:
         saved = read_checkpoint(args.state)
@@ -521,33 +498,12 @@ def _check_or_watch(args: argparse.Namespace) -> int:
             idle_timeout=args.idle_timeout,
             linger=args.linger,
             skip_bad_events=args.on_bad_event == "skip",
-            on_bad=session.on_bad,
+            on_bad=say_skipped,
             state_path=args.state,
             state_interval=args.state_interval,
             gap_timeout=args.gap_timeout,
         )
-        try:
-            feed_cm = open_feed(
-                args.events,
-                listen=ListenOptions(
-                    token=args.token or None,
-                    allow_remote=args.listen_remote,
-                    max_connections=args.max_connections,
-                    idle_timeout=args.connection_idle_timeout,
-                ),
-                http=HttpOptions(
-                    conversations=tuple(args.conversation or recorded),
-                    token=args.rasa_token or None,
-                    jwt=args.rasa_jwt or None,
-                    on_missing=_say_missing,
-                ),
-                sql=SqlOptions(
-                    conversations=tuple(args.conversation or ()),
-                    since=None if args.since is None else parse_since(args.since),
-                ),
-            )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        feed_cm = feed_for(args, recorded)
         async with feed_cm as feed:
             feed.on_rejected = _say_refused
             follow = args.events[0].removeprefix("follow:")
@@ -568,7 +524,14 @@ def _check_or_watch(args: argparse.Namespace) -> int:
             finally:
                 session.refused = feed.rejected
 
+    workers = _workers(args, session.progress_total)
     try:
+        if workers > 1:
+            merged = run_workers(args, source, workers, session.progress_total or None)
+            if merged is not None:  # (None: a bad event ended it: judged again, in one)
+                if merged.decisions:
+                    session.sinks.on_decisions(merged.decisions)
+                return _finish(session, merged.outcome, None, fmt=args.format, judged=merged.judged)
         outcome, runner = anyio.run(go)
         return _finish(
             session, outcome, runner, fmt=args.format if args.command == "check" else "live"
@@ -577,6 +540,37 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         session.close()
         if state_lock is not None:
             state_lock.close()  # (the lock goes with it)
+
+
+def _workers(args: argparse.Namespace, size: int | bool | None) -> int:
+    """How many processes judge: ``--workers``, else one per core for a replay of files
+    of ``AUTO_MIN_BYTES`` or more or of a SQL store; one when only one can."""
+    if args.command != "check":
+        return 1
+    why_not = _one_process_only(args)
+    if args.workers is not None:
+        if args.workers > 1 and why_not:
+            raise UsageError(f"--workers {args.workers}: {why_not}; give --workers 1")
+        return int(args.workers)
+    if why_not:
+        return 1
+    sql = all(is_sql_spec(e) for e in args.events)
+    if not sql and not (isinstance(size, int) and size >= AUTO_MIN_BYTES):
+        return 1
+    return cores()
+
+
+def _one_process_only(args: argparse.Namespace) -> str | None:
+    """Why this run can be judged by one process only, if it can."""
+    if args.fail_fast:
+        return "--fail-fast stops at the first failure in the feed's order, which one process sees"
+    if args.state:
+        return "--state checkpoints one process's evaluator"
+    if args.keep_finished is not None:
+        return "--keep-finished keeps the conversations one process finished last"
+    if any(e == "-" or e.startswith(("follow:", "tcp://", "unix:")) for e in args.events):
+        return "a live source or standard input can be read by one process only"
+    return None
 
 
 def _demo(args: argparse.Namespace) -> int:

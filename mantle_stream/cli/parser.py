@@ -319,6 +319,16 @@ def _parser() -> argparse.ArgumentParser:
         default="table",
         help="report format on standard output (default: table)",
     )
+    check.add_argument(
+        "--workers",
+        type=_at_least_one,
+        metavar="N",
+        help="judge in N processes, each the conversations a stable hash of their id "
+        "gives it; the report, JSONL and JUnit hold what one process's do (JSONL lines "
+        "grouped by conversation). Default: one per core for files, directories and SQL "
+        "stores of 4 MiB or more; one with --fail-fast, --state, --keep-finished and live "
+        "sources",
+    )
     _add_run_options(check)
     _add_live_options(check)
 

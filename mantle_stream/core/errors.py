@@ -61,6 +61,12 @@ class EventError(MantleStreamError):
             text += f"\n    {self.excerpt}"
         super().__init__(text)
 
+    def at(self, line: int | None) -> EventError:
+        """The same error at another line (of the whole feed, say, not of a part of it)."""
+        moved = EventError(self.message, source=self.source, line=line, excerpt=self.excerpt)
+        moved.decisions = self.decisions
+        return moved
+
 
 class FeedError(MantleStreamError):
     """An event source could not be opened or read."""

@@ -10,14 +10,17 @@ come in their own records (:class:`FollowOptions`, :class:`ListenOptions`,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import BinaryIO, NamedTuple
 
+from mantle_stream.core.engine.partition import Partition
 from mantle_stream.feeds.base import Invalid
 from mantle_stream.feeds.files import FileFeed
 from mantle_stream.feeds.follow import FollowFeed, FollowOptions
 from mantle_stream.feeds.http import HttpFeed, HttpOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
+from mantle_stream.feeds.partitioned import PartitionedFeed
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
 from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec, redact
 
@@ -96,6 +99,32 @@ def open_feed(
     listen: ListenOptions | None = None,
     http: HttpOptions | None = None,
     sql: SqlOptions | None = None,
+    partition: Partition | None = None,
+) -> Feed:
+    """The feed for a ``--events`` source (see :func:`_open`); with ``partition``, only
+    the conversations that worker judges (``check --workers``): a SQL store and a
+    Rasa server are asked for them, other sources are read whole and filtered."""
+    if partition is None:
+        return _open(spec, max_line_bytes, stdin, follow, listen, http, sql)
+    sql = dataclasses.replace(sql or SqlOptions(), partition=partition)
+    if http is not None and isinstance(spec, str) and spec.startswith(("http://", "https://")):
+        # (Numbered in the order the trackers are handed on.)
+        mine = tuple(c for c in http.conversations if partition.owns(c))
+        http = dataclasses.replace(http, conversations=mine)
+    feed = _open(spec, max_line_bytes, stdin, follow, listen, http, sql)
+    if isinstance(feed, SqlFeed | HttpFeed | Invalid):
+        return feed
+    return PartitionedFeed(feed, partition)
+
+
+def _open(
+    spec: str | Sequence[str],
+    max_line_bytes: int,
+    stdin: BinaryIO | None,
+    follow: FollowOptions | None,
+    listen: ListenOptions | None,
+    http: HttpOptions | None,
+    sql: SqlOptions | None,
 ) -> Feed:
     """The feed for a ``--events`` source; nothing is opened until ``async with``.
 

@@ -37,7 +37,10 @@ class Chunk(NamedTuple):
 
     ``source`` names where the lines came from when that is not the feed
     itself (one file of a directory); ``ends`` is the conversation a tracker
-    document holds, which ends with the document.
+    document holds, which ends with the document. ``line_of``, when the
+    lines are not consecutive (rows of one worker's conversations, say), gives
+    the line number of the chunk's i-th line (0-based); ``first_line`` is then
+    that of its first.
     """
 
     data: bytes
@@ -45,6 +48,7 @@ class Chunk(NamedTuple):
     first_line: int
     source: str | None = None
     ends: str | None = None
+    line_of: Callable[[int], int] | None = None
 
 
 class Feed(Protocol):

@@ -40,6 +40,7 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
+from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.events.model import count_lines
 from mantle_stream.feeds.base import Item, QueuedFeed
@@ -71,13 +72,17 @@ class SqlOptions:
     ``conversations``: only rows of these ``sender_id`` values (all when
     empty); ``since``: only rows whose ``timestamp`` column (seconds since the
     epoch) is at or after it; ``batch_size`` rows per query;
-    ``poll_interval`` seconds between looks for new rows under ``follow:``.
+    ``poll_interval`` seconds between looks for new rows under ``follow:``;
+    ``partition``: only the conversations (by ``sender_id``) it owns.
     """
 
     conversations: tuple[str, ...] = ()
     since: float | None = None
     batch_size: int = 5000
     poll_interval: float = 0.5
+    #: One worker's share (``check --workers``): rows of other conversations are
+    #: read but not decoded.
+    partition: Partition | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -139,6 +144,7 @@ class _Database(Protocol):
     """One connection, used from one worker thread at a time."""
 
     placeholder: str
+    data: str  # the column's expression in the query
 
     def columns(self) -> set[str]: ...
 
@@ -149,6 +155,8 @@ class _Database(Protocol):
 
 class _Sqlite:
     placeholder = "?"
+    # As bytes: what the decoder reads (text would be decoded, then encoded again).
+    data = "CAST(data AS BLOB)"
 
     def __init__(self, path: str) -> None:
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
@@ -167,6 +175,7 @@ class _Sqlite:
 
 class _Postgres:
     placeholder = "%s"
+    data = "data"
 
     def __init__(self, url: str) -> None:
         import psycopg
@@ -200,6 +209,18 @@ def _database_errors() -> tuple[type[Exception], ...]:
 _encode = msgspec.json.Encoder().encode
 
 
+class _Names(msgspec.Struct):
+    """What decides whether a row's JSON must be rewritten (the rest is skipped, not
+    decoded: most rows name their conversation already and pass as they are)."""
+
+    conversation_id: str | None = None
+    sender_id: str | None = None
+    event: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_names = msgspec.json.Decoder(_Names).decode
+
+
 def _line(data: Any, sender_id: Any, limit: int) -> bytes:
     """One row's ``data`` as one JSON line naming its conversation."""
     if isinstance(data, str):
@@ -208,6 +229,15 @@ def _line(data: Any, sender_id: Any, limit: int) -> bytes:
         raw = bytes(data)
     else:  # a json/jsonb column comes decoded, NULL as None
         raw = _encode(data)
+    if len(raw) <= limit and b"\n" not in raw and b"\r" not in raw:
+        try:
+            names = _names(raw)
+        except (msgspec.DecodeError, RecursionError):
+            pass  # not an object of these types: looked at whole below
+        else:
+            flat = names.event is not msgspec.UNSET
+            if names.conversation_id or (flat and names.sender_id):
+                return raw + b"\n"  # names its conversation: as it is
     try:
         row = msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError):
@@ -318,7 +348,7 @@ class SqlFeed(QueuedFeed):
             where.append(f'"timestamp" >= {mark}')
             params.append(self._options.since)
         query = (
-            f"SELECT id, sender_id, data FROM {TABLE} WHERE {' AND '.join(where)} "
+            f"SELECT id, sender_id, {self._db.data} FROM {TABLE} WHERE {' AND '.join(where)} "
             f"ORDER BY id LIMIT {mark}"
         )
         return query, params
@@ -352,29 +382,25 @@ class SqlFeed(QueuedFeed):
                 await anyio.sleep(self._options.poll_interval)
 
     def _chunks(self, rows: list[tuple[Any, ...]]) -> list[Chunk]:
-        """Rows as chunks of consecutive ids, each line numbered by its row id."""
-        chunks: list[Chunk] = []
-        run: list[bytes] = []
-        first = previous = None
+        """Rows as chunks, each line numbered by its row id."""
+        partition = self._options.partition
+        ids: list[int] = []
+        lines: list[bytes] = []
         for row_id, sender_id, data in rows:
-            if run and row_id != previous + 1:  # type: ignore[operator]
-                chunks += self._pieces(b"".join(run), first)
-                run = []
-            if not run:
-                first = row_id
-            run.append(_line(data, sender_id, self._max_line_bytes))
-            previous = row_id
-        if run:
-            chunks += self._pieces(b"".join(run), first)
+            if partition is not None and not partition.owns(str(sender_id)):
+                continue
+            ids.append(int(row_id))
+            lines.append(_line(data, sender_id, self._max_line_bytes))
+        chunks: list[Chunk] = []
+        done = 0
+        for piece in split_lines(b"".join(lines)):
+            n = count_lines(piece)
+            numbers = ids[done : done + n]
+            done += n
+            # Ids with gaps (rows deleted, or another worker's): each line names its own.
+            line_of = None if numbers[-1] - numbers[0] == n - 1 else numbers.__getitem__
+            chunks.append(Chunk(piece, None, numbers[0], self._where, line_of=line_of))
         return chunks
-
-    def _pieces(self, data: bytes, first: Any) -> list[Chunk]:
-        out = []
-        line = int(first)
-        for piece in split_lines(data):
-            out.append(Chunk(piece, None, line, self._where))
-            line += count_lines(piece)
-        return out
 
     async def _close(self) -> None:
         if self._db is not None:

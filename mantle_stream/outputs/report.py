@@ -16,6 +16,7 @@ from mantle_stream.core.engine.evaluator import (
     Evaluator,
     UnmatchedConversation,
 )
+from mantle_stream.core.engine.partition import Judged
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
 from mantle_stream.core.scenario.model import Scenario
@@ -255,33 +256,43 @@ def scenario_results(
 
 
 def build_report(
-    evaluator: Evaluator,
+    evaluator: Evaluator | Judged,
     recorded: Mapping[str, RecordedRun] | None = None,
     refused: Mapping[str, int] | None = None,
+    *,
+    scenarios: Sequence[Scenario] | None = None,
 ) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
 
     ``recorded`` (from :func:`~mantle_stream.core.recorded.load_results`) adds, per
     conversation, where our verdicts differ from those ``evaluate_agent``
     recorded for the run. ``refused``: the clients a listener turned away, by
-    reason (``Feed.rejected``).
+    reason (``Feed.rejected``). From :class:`Judged` (the merged outcome of
+    ``check --workers``) instead of an evaluator, give the ``scenarios`` too.
     """
+    if isinstance(evaluator, Evaluator):
+        judged, scenarios = evaluator.judged(), evaluator.scenarios
+    elif scenarios is None:
+        raise TypeError("build_report(judged) needs the scenarios it was judged against")
+    else:
+        judged = evaluator
     recorded = recorded or {}
     conversations = [
-        report_conversation(r, recorded.get(r.conversation_id)) for r in evaluator.results()
+        report_conversation(r, recorded.get(r.conversation_id)) for r in judged.results
     ]
-    unmatched = evaluator.unmatched()
-    stats = evaluator.statistics()
-    gone = evaluator.omitted()
+    unmatched = judged.unmatched
+    stats = judged.statistics
+    gone = judged.omitted
     warnings = Warnings(
         bad_events=stats.bad_events,
         duplicates=stats.duplicates,
         gaps=stats.gaps,
         late_events=stats.late_events,
-        unknown_kinds=dict(evaluator.decoder.unknown),
-        legacy_rows=dict(evaluator.decoder.legacy),
-        other_scenario=evaluator.other_scenarios(),
-        scenarios_without_assertions=[s.name for s in evaluator.scenarios if not s.assertions],
+        # In a defined order: what several workers counted reads the same.
+        unknown_kinds=dict(sorted(judged.unknown_kinds.items())),
+        legacy_rows=dict(sorted(judged.legacy_rows.items())),
+        other_scenario=dict(sorted(judged.other_scenarios.items())),
+        scenarios_without_assertions=[s.name for s in scenarios if not s.assertions],
         refused_clients=dict(refused or {}),
         foreign_events=stats.foreign_events,
         unnamed_given_up=stats.unnamed_given_up,
@@ -306,7 +317,7 @@ def build_report(
         ),
         unmatched=unmatched,
         warnings=warnings if warnings != Warnings() else None,
-        scenarios=scenario_results(evaluator.scenarios, conversations),
+        scenarios=scenario_results(scenarios, conversations),
     )
 
 

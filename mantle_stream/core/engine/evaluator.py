@@ -34,6 +34,7 @@ from mantle_stream.core.engine.conversation import (
     UnmatchedConversation,
 )
 from mantle_stream.core.engine.ordering import Ordering
+from mantle_stream.core.engine.partition import Judged, Partition
 from mantle_stream.core.engine.scenarios import ScenarioChoice
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream.core.events.decode import MAX_LINE_BYTES, EventDecoder
@@ -123,6 +124,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         assignments: Mapping[str, str] | None = None,
         regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
         keep_finished: int | None = None,
+        partition: Partition | None = None,
     ) -> None:
         if reorder_window < 0:
             raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
@@ -151,6 +153,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             "unmatched": 0,
         }
         self.reorder_window = reorder_window
+        # One worker of `check --workers`: only its conversations are applied.
+        self.partition = partition
         if isinstance(scenarios, Scenario):
             scenarios = [scenarios]
         self._plans = [compile_scenario(s, regex_timeout=regex_timeout) for s in scenarios]
@@ -244,6 +248,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         owner: object = None,
     ) -> None:
         """Decode and apply one line on its own (exact line numbers in errors)."""
+        if self.partition is not None and not self.partition.keeps_line(line):
+            return
         try:
             event = self._decoder.decode_raw(line, line_no)
         except EventError as exc:
@@ -293,6 +299,9 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 # line path can tell which event came from which line, and it
                 # rejects a line holding two values.
                 events = None
+        where: list[int] | None = None  # each event's line, when some are another worker's
+        if events is not None and self.partition is not None:
+            events, where = self.partition.select(events)
         out: list[Decision] = []
         if events is None:
             for offset, line in enumerate(chunk.split(b"\n")):
@@ -315,15 +324,15 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                     first,
                     start,
                     owner=owner,
+                    where=where,
                 )
                 return out
             except Irregular as irregular:
                 position = start + irregular.position
+                at = position if where is None else where[position]
                 if split is None:
                     split = chunk.split(b"\n")
-                self._bad_event(
-                    self._locate(irregular.error, first + position, split[position]), on_bad, out
-                )
+                self._bad_event(self._locate(irregular.error, first + at, split[at]), on_bad, out)
                 start = position + 1
                 if stop_at_failure and self._failed_now(out):
                     return out
@@ -400,6 +409,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         offset: int = 0,
         known: Payload | None = None,
         owner: object = None,
+        where: list[int] | None = None,
     ) -> None:
         """Apply events in order: the hot path, kept in one function on purpose.
 
@@ -412,6 +422,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         Raises :class:`Irregular` for a bad event; the events before it stay
         applied. ``known``: the payload of the one event given, found when it
         arrived (a held event that needed its line, applied later without it).
+        ``where``: the chunk's events were one worker's share
+        (:meth:`Partition.select`): ``events[i]`` is line ``where[offset + i]``.
         """
         convs = self._convs
         decide = self._decide
@@ -428,10 +440,23 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                     # Not exactly one: a flat event, a newer kind, or a bad event.
                     if lines is None and chunk is not None and known is None:
                         lines = LineFinder(chunk)
+                    index = offset + position if where is None else where[offset + position]
+                    partition = self.partition
+                    if (
+                        partition is not None
+                        and lines is not None
+                        and not event.conversation_id
+                        and not partition.keeps_line(lines.line(index))
+                    ):
+                        skipped += 1  # another worker's flat row or bad event
+                        continue
                     event, payload = self._irregular(
-                        event, known, lines, offset + position, first + offset + position, position
+                        event, known, lines, index, first + index, position
                     )
                 elif not event.conversation_id:
+                    if self.partition is not None and self.partition.index:
+                        skipped += 1  # worker 0 reports it
+                        continue
                     raise Irregular(EventError("no `conversation_id`"), position)
                 cls = type(payload)
                 # Parse JSON-in-a-string before touching any state: a bad event
@@ -836,6 +861,19 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
     def results(self) -> list[ConversationResult]:
         """A snapshot of every judged conversation, in order of first event."""
         return [_result_of(c) for c in self._convs.values() if c.plan is not None]
+
+    def judged(self) -> Judged:
+        """What was judged, as data (what :func:`~mantle_stream.build_report` reads):
+        a worker of ``check --workers`` hands it to the process that merges them."""
+        return Judged(
+            results=self.results(),
+            unmatched=self.unmatched(),
+            statistics=self.statistics(),
+            omitted=self.omitted(),
+            unknown_kinds=dict(self._decoder.unknown),
+            legacy_rows=dict(self._decoder.legacy),
+            other_scenarios=self.other_scenarios(),
+        )
 
     def omitted(self) -> dict[str, int]:
         """Counters of the finished conversations let go of (``keep_finished``): how many,

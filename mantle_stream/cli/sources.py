@@ -1,0 +1,114 @@
+"""What ``check`` and ``watch`` build from their arguments: the evaluator and the feed.
+
+Shared by the single-process run (:mod:`mantle_stream.cli.commands`) and the
+worker processes of ``check --workers`` (:mod:`mantle_stream.cli.workers`), so
+both judge with the same options and read the same source the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Mapping
+
+import anyio
+
+from mantle_stream.core.engine.evaluator import Evaluator
+from mantle_stream.core.engine.partition import Partition
+from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, UsageError
+from mantle_stream.core.recorded import RecordedRun
+from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds.http import HttpOptions
+from mantle_stream.feeds.sql import SqlOptions, parse_since
+from mantle_stream.runner import Runner
+
+__all__ = [
+    "LIVE_KEEP_FINISHED",
+    "evaluator_for",
+    "feed_for",
+    "keep_finished",
+    "say_skipped",
+    "stop_on_signals",
+]
+
+#: Finished conversations a live source keeps listed by default (see --keep-finished).
+LIVE_KEEP_FINISHED = 10_000
+
+
+def keep_finished(args: argparse.Namespace) -> int | None:
+    """``--keep-finished``, else: all for files, the most recent for live sources."""
+    if args.keep_finished is not None:
+        return int(args.keep_finished)
+    live = any(e.startswith(("follow:", "tcp://", "unix:")) for e in args.events)
+    return LIVE_KEEP_FINISHED if live else None
+
+
+def evaluator_for(
+    args: argparse.Namespace,
+    scenarios: list[Scenario],
+    recorded: Mapping[str, RecordedRun],
+    source: str,
+    partition: Partition | None = None,
+) -> Evaluator:
+    """The evaluator the command line asks for (one worker's, with ``partition``)."""
+    return Evaluator(
+        scenarios,
+        source=source,
+        reorder_window=args.reorder_window,
+        assignments={cid: run.scenario for cid, run in recorded.items()},
+        regex_timeout=args.regex_timeout,
+        keep_finished=keep_finished(args),
+        partition=partition,
+    )
+
+
+def say_skipped(error: EventError) -> None:
+    """--on-bad-event=skip: say what was skipped, on standard error."""
+    print(f"mantle-stream: skipped {error}", file=sys.stderr, flush=True)
+
+
+def _say_missing(conversation_id: str, reason: str) -> None:
+    """A Rasa server has no tracker for a conversation: it is skipped; say so."""
+    message = f"mantle-stream: warning: skipped conversation `{conversation_id}`: {reason}"
+    print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
+
+
+def feed_for(
+    args: argparse.Namespace,
+    recorded: Mapping[str, RecordedRun],
+    partition: Partition | None = None,
+) -> Feed:
+    """The feed of ``--events`` with the options the command line gave (not opened yet)."""
+    try:
+        return open_feed(
+            args.events,
+            listen=ListenOptions(
+                token=args.token or None,
+                allow_remote=args.listen_remote,
+                max_connections=args.max_connections,
+                idle_timeout=args.connection_idle_timeout,
+            ),
+            http=HttpOptions(
+                conversations=tuple(args.conversation or recorded),
+                token=args.rasa_token or None,
+                jwt=args.rasa_jwt or None,
+                on_missing=_say_missing,
+            ),
+            sql=SqlOptions(
+                conversations=tuple(args.conversation or ()),
+                since=None if args.since is None else parse_since(args.since),
+            ),
+            partition=partition,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+async def stop_on_signals(runner: Runner, *signals: signal.Signals) -> None:
+    """Ctrl-C / SIGTERM end the run cleanly: the summary still prints."""
+    with anyio.open_signal_receiver(*(signals or (signal.SIGINT, signal.SIGTERM))) as received:
+        async for _ in received:
+            runner.stop()
+            return

@@ -1,0 +1,165 @@
+"""Conversations split over worker processes, and their outcomes put back together.
+
+``check --workers N`` runs N processes over the same feed. Each reads and
+decodes every line but judges only the conversations a stable hash of their
+id gives it (:func:`partition_of`: BLAKE2b of the id's UTF-8 bytes, never
+Python's salted ``hash``, so every process and every run agrees).
+:class:`Partition` picks a decoded chunk's events for its worker before the
+evaluator applies them -- judging is most of the cost, and a Python pass
+picking lines before decoding cost more than the decoding it saved (measured:
+0.5 s against 0.25 s for a million events) -- and numbers the conversations
+in the order their ids first appear in the feed: every worker sees every id,
+so every worker gives a conversation the same number.
+
+A worker hands back :class:`Judged` (the evaluator's results, counters and
+those numbers); :func:`merge` puts N of them together in that order, which is
+the order one process lists conversations in. The report, the JSONL verdicts
+and the JUnit file made from the merge hold what one process's hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from itertools import compress
+from operator import attrgetter, itemgetter
+from typing import TypeVar
+
+import msgspec
+
+from mantle_stream.core.engine.conversation import UnmatchedConversation
+from mantle_stream.core.verdicts import ConversationResult, Statistics
+
+__all__ = ["Judged", "Partition", "merge", "partition_of"]
+
+E = TypeVar("E")
+
+_first = itemgetter(0)
+_conversation = attrgetter("conversation_id")
+
+
+def partition_of(conversation_id: str, count: int) -> int:
+    """The worker (0 ... count-1) that judges a conversation: the same in every process."""
+    digest = hashlib.blake2b(conversation_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count
+
+
+class _Key(msgspec.Struct):
+    """What a line must be decoded into to learn its conversation (any of the shapes)."""
+
+    conversation_id: str | None = None
+    sender_id: str | None = None
+
+
+_key = msgspec.json.Decoder(_Key).decode
+
+
+class Partition:
+    """Worker ``index`` of ``count``: which events are its own.
+
+    :meth:`select` keeps a decoded chunk's events of this worker's
+    conversations, and numbers every conversation in order of first
+    appearance. An event that does not name its conversation (a flat row, a
+    bad event) is kept for the evaluator to look at its line
+    (:meth:`keeps_line`): one whose conversation cannot be found at all
+    belongs to worker 0, which reports it as one process would.
+    """
+
+    def __init__(self, index: int, count: int) -> None:
+        if not 0 <= index < count:
+            raise ValueError(f"worker {index} of {count}")
+        self.index = index
+        self.count = count
+        # Every conversation id seen so far, numbered in order of first appearance.
+        self.ordinals: dict[str, int] = {}
+        self._mine: set[str] = {""}  # "": not named in the event itself: see keeps_line
+
+    def owns(self, conversation_id: str) -> bool:
+        """Whether this worker judges the conversation (numbering it if it is new)."""
+        if conversation_id not in self.ordinals:
+            self._see(conversation_id)
+        return conversation_id in self._mine
+
+    def _see(self, conversation_id: str) -> None:
+        self.ordinals[conversation_id] = len(self.ordinals)
+        if partition_of(conversation_id, self.count) == self.index:
+            self._mine.add(conversation_id)
+
+    def ordinal(self, conversation_id: str) -> int:
+        """The conversation's number in order of first appearance (unseen: after all)."""
+        return self.ordinals.get(conversation_id, len(self.ordinals))
+
+    def select(self, events: list[E]) -> tuple[list[E], list[int] | None]:
+        """This worker's events, and their positions among ``events`` when not all are."""
+        ids = list(map(_conversation, events))
+        ordinals = self.ordinals
+        if not ordinals.keys() >= set(ids):
+            for cid in dict.fromkeys(ids):  # numbered in order of first appearance
+                if cid and cid not in ordinals:
+                    self._see(cid)
+        kept = list(map(self._mine.__contains__, ids))
+        if all(kept):
+            return events, None
+        return list(compress(events, kept)), list(compress(range(len(kept)), kept))
+
+    def keeps_line(self, line: bytes) -> bool:
+        """Whether a line whose event names no conversation is this worker's."""
+        try:
+            key = _key(line)
+        except (msgspec.DecodeError, RecursionError):
+            return self.index == 0  # a bad event: reported once, by worker 0
+        cid = key.conversation_id or key.sender_id
+        return self.owns(cid) if cid else self.index == 0
+
+
+class Judged(msgspec.Struct, frozen=True):
+    """What an evaluator judged, as data: what a report is made from.
+
+    ``first_seen`` numbers each conversation of ``results`` then of
+    ``unmatched`` in order of first appearance in the feed (from
+    :class:`Partition`), so the outcomes of several workers merge into one
+    order.
+    """
+
+    results: list[ConversationResult]
+    unmatched: list[UnmatchedConversation]
+    statistics: Statistics
+    omitted: dict[str, int]
+    unknown_kinds: dict[str, int]
+    legacy_rows: dict[str, int]
+    other_scenarios: dict[str, int]
+    first_seen: list[int] = []
+
+
+def _add(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for count in counts:
+        for key, n in count.items():
+            total[key] = total.get(key, 0) + n
+    return dict(sorted(total.items()))
+
+
+def merge(parts: list[Judged]) -> Judged:
+    """Several workers' outcomes as one: conversations in order of first appearance,
+    counters added."""
+    if len(parts) == 1:
+        return parts[0]
+    judged: list[tuple[int, ConversationResult]] = []
+    unmatched: list[tuple[int, UnmatchedConversation]] = []
+    for part in parts:
+        n = len(part.results)
+        judged += zip(part.first_seen[:n], part.results, strict=True)
+        unmatched += zip(part.first_seen[n:], part.unmatched, strict=True)
+    judged.sort(key=_first)
+    unmatched.sort(key=_first)
+    stats = [msgspec.structs.asdict(p.statistics) for p in parts]
+    return Judged(
+        results=[r for _, r in judged],
+        unmatched=[u for _, u in unmatched],
+        statistics=Statistics(**_add(stats)),
+        omitted=_add(p.omitted for p in parts),
+        unknown_kinds=_add(p.unknown_kinds for p in parts),
+        legacy_rows=_add(p.legacy_rows for p in parts),
+        other_scenarios=_add(p.other_scenarios for p in parts),
+        first_seen=[i for i, _ in judged] + [i for i, _ in unmatched],
+    )

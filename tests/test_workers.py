@@ -1,0 +1,358 @@
+"""``check --workers N``: conversations split over processes, the same outcome as one.
+
+The partition is checked in process first (every worker's evaluator over the
+same odd feed, merged, against one evaluator), then the command line as a
+subprocess over each kind of replayable source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import mantle_stream as ms
+from mantle_stream.core.engine.partition import Partition, merge, partition_of
+
+from _harness import Ev, bot, calm_slot, end, flat, scenario, setm, skill, started, tool, user
+from _stores import EVENTS, RESULTS, ROOT, SCENARIOS, example_lines, make_db
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mantle_stream", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+# --------------------------------------------------------------------------
+# The partition
+# --------------------------------------------------------------------------
+
+
+def test_the_partition_of_an_id_is_fixed_for_ever() -> None:
+    # BLAKE2b of the UTF-8 id: the same in every process and run (Python's hash is
+    # salted per process). Pinned: changing it would move conversations between
+    # workers from one version to the next.
+    assert [partition_of(f"sim-{i}", 4) for i in range(8)] == [0, 0, 0, 3, 1, 1, 2, 1]
+    assert partition_of("sim-5588a28d-011b-4f0b-822a-91e1448a99c5", 2) == 0
+    assert partition_of("übung-7", 3) == 2
+    script = "from mantle_stream.core.engine.partition import partition_of as p; print(p('x', 5))"
+    other = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+    )
+    assert int(other.stdout) == partition_of("x", 5)
+
+
+def test_conversations_spread_over_the_workers() -> None:
+    counts = [0, 0, 0]
+    for i in range(3000):
+        counts[partition_of(f"sim-{i:08x}-0000-4000-8000-000000000000", 3)] += 1
+    assert all(800 < n < 1200 for n in counts), counts
+
+
+def test_a_worker_selects_its_events_and_numbers_every_conversation() -> None:
+    events = [ms.Event(conversation_id=f"c{i % 5}", sequence=i // 5) for i in range(20)]
+    shares = [Partition(i, 2) for i in range(2)]
+    picked = [p.select(events) for p in shares]
+    assert sorted(e for kept, _ in picked for e in map(id, kept)) == sorted(map(id, events))
+    for (kept, where), p in zip(picked, shares, strict=True):
+        positions = where if where is not None else list(range(len(events)))
+        assert [events[i] for i in positions] == kept
+        assert all(p.owns(e.conversation_id) for e in kept)
+        # Every worker numbers every conversation alike, in order of first appearance.
+        assert p.ordinals == {f"c{i}": i for i in range(5)}
+
+
+def test_a_line_naming_no_conversation_goes_to_its_sender_or_to_worker_0() -> None:
+    first, second = Partition(0, 2), Partition(1, 2)
+    owner = next(p for p in (first, second) if p.owns("s1"))
+    row = json.dumps({"event": "user", "sender_id": "s1", "text": "hi"}).encode()
+    assert owner.keeps_line(row)
+    assert not (second if owner is first else first).keeps_line(row)
+    assert first.keeps_line(b"{not json") and not second.keeps_line(b"{not json")
+    assert first.keeps_line(b"{}") and not second.keeps_line(b"{}")
+
+
+# --------------------------------------------------------------------------
+# In process: N workers merged == one evaluator, on an odd feed
+# --------------------------------------------------------------------------
+
+ASSERTIONS: list[dict[str, object]] = [
+    {"skill_activated": {"skill_id": "card"}},
+    {"memory_was_set": [{"name": "project.pin", "value": 1234}]},
+    {"tool_executed": {"tool_name": "lookup", "source": "local"}},
+    {"bot_uttered": {"utter_name": "utter_bye"}},
+]
+
+
+def _conversation(rng: random.Random, cid: str) -> list[str]:
+    events: list[Ev] = [started(), user("hi")]
+    for _ in range(rng.randint(1, 8)):
+        events.append(
+            rng.choice(
+                [
+                    skill("activated", rng.choice(["card", "other"])),
+                    setm("project.pin", rng.choice([1234, 99])),
+                    tool(rng.choice(["lookup", "other"])),
+                    bot("bye", utter=rng.choice(["utter_bye", "utter_hi"])),
+                    user("more"),
+                ]
+            )
+        )
+    events.append(end())
+    lines = []
+    for seq, ev in enumerate(events):
+        if rng.random() < 0.15 and ev.key in ("user", "memory_set", "skill_activated"):
+            ev = flat(ev)  # a flat row: names its conversation as sender_id
+        lines.append(ev.line(cid, seq))
+    if rng.random() < 0.2:
+        lines.insert(2, calm_slot("x", 1).line(cid, 99))  # counted, read by no check
+    if rng.random() < 0.2:
+        lines.insert(3, lines[2])  # a duplicate
+    return lines
+
+
+def _odd_feed(seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    conversations = {f"conv-{seed}-{i}": _conversation(rng, f"conv-{seed}-{i}") for i in range(40)}
+    out: list[str] = []
+    while conversations:  # interleaved, a few at a time
+        cid = rng.choice(list(conversations)[:5])
+        out.append(conversations[cid].pop(0))
+        if not conversations[cid]:
+            del conversations[cid]
+        if rng.random() < 0.02:
+            out.append(rng.choice(['{"conversation_id": 5}', "{broken", "", '{"no": "id"}']))
+    return [line.encode() + b"\n" for line in out]
+
+
+def _chunks(lines: list[bytes], rng: random.Random) -> list[bytes]:
+    chunks, at = [], 0
+    while at < len(lines):
+        n = rng.randint(1, 30)
+        chunks.append(b"".join(lines[at : at + n]))
+        at += n
+    return chunks
+
+
+def _judge(
+    chunks: list[bytes], partition: Partition | None
+) -> tuple[ms.Evaluator, list[tuple[int | None, str]]]:
+    evaluator = ms.Evaluator(scenario(*ASSERTIONS), partition=partition)
+    bad: list[tuple[int | None, str]] = []
+    for chunk in chunks:
+        evaluator.push_chunk(chunk, on_bad=lambda e: bad.append((e.line, e.message)))
+    evaluator.finish_all()
+    return evaluator, bad
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_merged_judge_what_one_evaluator_judges(seed: int, workers: int) -> None:
+    lines = _odd_feed(seed)
+    chunks = _chunks(lines, random.Random(seed))
+    one, one_bad = _judge(chunks, None)
+    parts, bad = [], []
+    for index in range(workers):
+        partition = Partition(index, workers)
+        evaluator, errors = _judge(chunks, partition)
+        judged = evaluator.judged()
+        ids = [r.conversation_id for r in judged.results] + [
+            u.conversation_id for u in judged.unmatched
+        ]
+        first_seen = [partition.ordinal(c) for c in ids]
+        parts.append(msgspec.structs.replace(judged, first_seen=first_seen))
+        bad += errors
+    merged = merge(parts)
+    expected = one.judged()
+    assert merged.results == expected.results  # in the same order
+    assert merged.unmatched == expected.unmatched
+    assert merged.omitted == expected.omitted
+    assert merged.unknown_kinds == dict(sorted(expected.unknown_kinds.items()))
+    assert merged.legacy_rows == dict(sorted(expected.legacy_rows.items()))
+    assert merged.statistics == expected.statistics
+    assert sorted(bad, key=str) == sorted(one_bad, key=str)  # each reported once, same line
+    assert one_bad, "the feed is meant to hold bad events"
+
+
+# --------------------------------------------------------------------------
+# The command line
+# --------------------------------------------------------------------------
+
+
+def _outputs(
+    tmp_path: Path, name: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    out = tmp_path / name
+    out.mkdir()
+    done = cli(
+        "check",
+        str(SCENARIOS),
+        *args,
+        "--results",
+        str(RESULTS),
+        "--format",
+        "json",
+        "--jsonl",
+        str(out / "v.jsonl"),
+        "--junit",
+        str(out / "j.xml"),
+        "--html",
+        str(out / "r.html"),
+    )
+    return done, {p.name: p.read_text() for p in out.iterdir()}
+
+
+def _same_run(one: dict[str, str], many: dict[str, str]) -> None:
+    assert many["j.xml"] == one["j.xml"]
+    assert many["r.html"] == one["r.html"]
+    one_lines, many_lines = one["v.jsonl"].splitlines(), many["v.jsonl"].splitlines()
+    assert sorted(many_lines) == sorted(one_lines)
+    # Grouped by conversation, in the report's order, each one's lines as decided.
+    order: list[str] = []
+    for line in many_lines:
+        cid = json.loads(line)["conversation_id"]
+        if not order or order[-1] != cid:
+            assert cid not in order, "a conversation's lines are together"
+            order.append(cid)
+    for cid in order:
+        mine = [x for x in one_lines if json.loads(x)["conversation_id"] == cid]
+        assert [x for x in many_lines if json.loads(x)["conversation_id"] == cid] == mine
+
+
+@pytest.mark.parametrize("source", ["file", "trackers", "sqlite", "broker"])
+def test_two_workers_give_one_process_s_report_junit_html_and_jsonl(
+    tmp_path: Path, source: str
+) -> None:
+    if source == "file":
+        events = str(EVENTS)
+    elif source == "trackers":  # a directory of tracker documents, one per conversation
+        folder = tmp_path / "trackers"
+        folder.mkdir()
+        by_id: dict[str, list[object]] = {}
+        for line in example_lines():
+            row = json.loads(line)
+            by_id.setdefault(row["conversation_id"], []).append(row)
+        for cid, rows in by_id.items():
+            (folder / f"{cid}.json").write_text(json.dumps({"sender_id": cid, "events": rows}))
+        events = str(folder)
+    else:
+        db = make_db(tmp_path / "rasa.db", example_lines(), broker=source == "broker")
+        events = f"sqlite:///{db}"
+    one, one_files = _outputs(tmp_path, "one", "--events", events, "--workers", "1")
+    two, two_files = _outputs(tmp_path, "two", "--events", events, "--workers", "2")
+    assert one.returncode in (0, 1), one.stderr
+    assert two.returncode == one.returncode, two.stderr
+    assert json.loads(two.stdout)["summary"]["conversations"] == 13
+    assert two.stdout == one.stdout
+    assert two.stderr == one.stderr
+    _same_run(one_files, two_files)
+
+
+def test_a_bad_event_ends_the_run_where_one_process_ends_it(tmp_path: Path) -> None:
+    lines = EVENTS.read_text().splitlines(keepends=True)
+    feed = tmp_path / "events.jsonl"
+    feed.write_text("".join(lines[:300]) + "{broken\n" + "".join(lines[300:]))
+    runs = [
+        cli("check", str(SCENARIOS), "--events", str(feed), "--results", str(RESULTS),
+            "--format", "json", "--workers", str(n))
+        for n in (1, 2)
+    ]  # fmt: skip
+    assert runs[0].returncode == 2
+    assert f"{feed}:301: bad event" in runs[0].stderr
+    assert (runs[1].returncode, runs[1].stdout, runs[1].stderr) == (
+        runs[0].returncode,
+        runs[0].stdout,
+        runs[0].stderr,
+    )
+
+
+def test_bad_events_skipped_are_named_once_at_their_line(tmp_path: Path) -> None:
+    lines = EVENTS.read_text().splitlines(keepends=True)
+    feed = tmp_path / "events.jsonl"
+    feed.write_text(
+        "".join(lines[:100]) + "{broken\n" + "".join(lines[100:500]) + '{"x": 1}\n'
+        + "".join(lines[500:])
+    )  # fmt: skip
+    runs = [
+        cli("check", str(SCENARIOS), "--events", str(feed), "--results", str(RESULTS),
+            "--format", "json", "--on-bad-event", "skip", "--workers", str(n))
+        for n in (1, 2, 3)
+    ]  # fmt: skip
+    skipped = [sorted(x for x in r.stderr.splitlines() if "skipped " in x) for r in runs]
+    assert len(skipped[0]) == 2, skipped[0]
+    assert f"{feed}:101: bad event" in skipped[0][0] and f"{feed}:502: bad event" in skipped[0][1]
+    assert skipped[1] == skipped[0] == skipped[2]
+    assert runs[1].stdout == runs[0].stdout == runs[2].stdout
+    assert "warning: 2 bad events skipped" in runs[1].stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "why"),
+    [
+        (["--fail-fast"], "--fail-fast"),
+        (["--keep-finished", "5"], "--keep-finished"),
+        (["--state", "STATE"], "--state"),
+    ],
+)
+def test_options_that_need_one_process_refuse_more(
+    tmp_path: Path, option: list[str], why: str
+) -> None:
+    option = [str(tmp_path / "s.json") if o == "STATE" else o for o in option]
+    done = cli("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "2", *option)
+    assert done.returncode == 2
+    assert f"--workers 2: {why}" in done.stderr and "give --workers 1" in done.stderr
+
+
+def test_a_live_source_refuses_more_than_one_worker(tmp_path: Path) -> None:
+    done = cli("check", str(SCENARIOS), "--events", f"follow:{EVENTS}", "--workers", "2")
+    assert done.returncode == 2
+    assert "a live source or standard input can be read by one process only" in done.stderr
+    assert cli("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "0").returncode == 2
+
+
+def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
+    # Each conversation's bot message costs a regex search cut off after
+    # --regex-timeout: slow enough to interrupt, whatever the machine.
+    scenario = tmp_path / "slow.yml"
+    scenario.write_text(
+        "scenario:\n  name: slow\n  simulation_context: x\n  goals:\n    assertions:\n"
+        "      - bot_uttered:\n          text_matches: '(a+)+$'\n"
+    )
+    feed = tmp_path / "events.jsonl"
+    text = "a" * 5000 + "!"
+    with feed.open("w") as fh:
+        for i in range(400):
+            for seq, ev in enumerate([started(), bot(text), end()]):
+                fh.write(ev.line(f"c{i}", seq) + "\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
+         "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    time.sleep(2)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted; verdicts still pending were not judged" in err
+    report = json.loads(out)
+    judged = report["summary"]["conversations"]
+    assert 0 < judged < 400 or not report["summary"]["complete"]
