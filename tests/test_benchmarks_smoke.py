@@ -23,6 +23,7 @@ TABLES = {
     "routing.py": ["assertions", "µs per conversation"],
     "feeds.py": ["path", "in memory"],
     "sql_store.py": ["conversations", "peak RSS MiB"],
+    "workers.py": ["source", "speed-up"],
 }
 
 # Scripts deliberately not run here, with the reason.

@@ -1,0 +1,128 @@
+"""Workers: one replay judged by 1 and by 2 processes (``check --workers``), outputs compared.
+
+    python benchmarks/workers.py            # 5,000 conversations × 200 events = 1,000,000
+    python benchmarks/workers.py --quick    # 100 × 200 (a smoke run)
+
+Writes the feed of ``_common.py`` (30 assertions, every kind) as a JSON-lines
+file and as a SQLite event-broker table (``events(id, sender_id, data)``),
+then runs ``mantle-stream check --format json --jsonl --junit`` on each with
+``--workers 1`` and ``--workers 2``, alternating, each in a fresh process,
+``--rounds`` times. It prints the best and median seconds of each, the
+speed-up (best of one ÷ best of two) and whether the outputs are the same:
+the JSON report and the JUnit file byte for byte, the JSONL verdicts as
+lines (two workers write them grouped by conversation). Exit status 1 when
+an output differs.
+
+Every worker reads and decodes the whole feed and judges its share, so the
+speed-up is below the number of cores by what reading and decoding cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import feed, machine, scenario_assertions
+
+
+def store(path: Path, data: bytes) -> None:
+    """The lines as rows of Rasa's SQL event broker table."""
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "sender_id VARCHAR(255) NOT NULL, data TEXT)"
+        )
+        rows = []
+        for line in data.splitlines():
+            cid = json.loads(line)["conversation_id"]
+            rows.append((cid, line.decode()))
+        db.executemany("INSERT INTO events (sender_id, data) VALUES (?, ?)", rows)
+    db.close()
+
+
+def check(scenario: Path, events: str, workers: int, out: Path) -> tuple[float, dict[str, bytes]]:
+    """Seconds of one ``check`` in a fresh process, and what it wrote."""
+    out.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", events]
+    argv += ["--format", "json", "--workers", str(workers), "--jsonl", str(out / "v.jsonl")]
+    argv += ["--jsonl-mode", "overwrite", "--junit", str(out / "j.xml")]
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"workers: check failed ({done.returncode}): {done.stderr.decode()}")
+    files = {"report": done.stdout, "junit": (out / "j.xml").read_bytes()}
+    files["jsonl"] = b"\n".join(sorted((out / "v.jsonl").read_bytes().splitlines()))
+    return seconds, files
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--conversations", type=int, default=5000)
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.conversations, args.rounds = 100, 1
+    total = args.conversations * args.events
+    print(
+        f"workers: {args.conversations:,} conversations × {args.events} events = {total:,}, "
+        f"check --workers 1 and 2, best and median of {args.rounds} alternating rounds"
+    )
+    print(f"machine: {machine()}")
+    rows = []
+    same = True
+    with tempfile.TemporaryDirectory(prefix="mantle-workers-") as tmp:
+        folder = Path(tmp)
+        scen = folder / "bench.yml"
+        body = {"name": "bench", "simulation_context": "benchmark"}
+        scen.write_text(
+            json.dumps({"scenario": {**body, "goals": {"assertions": scenario_assertions()}}})
+        )
+        data = feed(args.conversations, args.events)
+        (folder / "feed.jsonl").write_bytes(data)
+        store(folder / "store.db", data)
+        sources = {
+            "JSON-lines file": str(folder / "feed.jsonl"),
+            "SQLite event broker": f"sqlite:///{folder / 'store.db'}",
+        }
+        for label, events in sources.items():
+            times: dict[int, list[float]] = {1: [], 2: []}
+            outputs: dict[int, dict[str, bytes]] = {}
+            for _ in range(args.rounds):
+                for workers in (1, 2):
+                    seconds, outputs[workers] = check(scen, events, workers, folder / f"o{workers}")
+                    times[workers].append(seconds)
+            differ = [k for k in outputs[1] if outputs[1][k] != outputs[2][k]]
+            same = same and not differ
+            rows.append((label, times, ", ".join(differ) or "same"))
+    print()
+    print(
+        "| source              | 1 worker: best / median s | 2 workers: best / median s | speed-up |"  # noqa: E501
+    )
+    print(
+        "|---------------------|---------------------------|----------------------------|----------|"
+    )
+    for label, times, _ in rows:
+        one, two = times[1], times[2]
+        print(f"| {label:<19} | {min(one):>12.2f} / {statistics.median(one):<10.2f} | "
+              f"{min(two):>13.2f} / {statistics.median(two):<10.2f} | "
+              f"{min(one) / min(two):>7.2f}× |")  # fmt: skip
+    print()
+    for label, _, outcome in rows:
+        print(f"{label}: report, JUnit, JSONL of 1 and 2 workers: {outcome}")
+    print()
+    print("workers: OK: the outputs are the same" if same else "workers: OUTPUTS DIFFER")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
