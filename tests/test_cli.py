@@ -104,7 +104,13 @@ def test_results_report_where_evaluate_agents_recorded_verdict_differs() -> None
         "file": str(RESULTS / "identity_check" / "run_3.json"),
         "run_index": 3,
         "differences": [
-            {"index": 3, "kind": "bot_uttered", "verdict": "passed", "recorded": "failed"}
+            {
+                "index": 3,
+                "kind": "bot_uttered",
+                "verdict": "passed",
+                "recorded": "failed",
+                "divergences": ["a button without a payload matches any payload"],
+            }
         ],
     }
 
@@ -113,6 +119,8 @@ def test_results_table_names_each_difference() -> None:
     proc = run("check", str(SCENARIOS), "--events", str(TRACKER), "--results", str(RESULTS))
     assert proc.returncode == 0, proc.stderr
     assert "#3 bot_uttered: passed here, failed in evaluate_agent's" in proc.stdout
+    text = " ".join(proc.stdout.split())
+    assert "may come from a documented divergence (docs/semantics.md): a button without a " in text
     assert "1 differ from evaluate_agent's recorded verdicts" in " ".join(proc.stdout.split())
 
 

@@ -13,16 +13,20 @@ from the ones Rasa recorded.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from mantle_stream.core.assertions.bot import BotCheck
+from mantle_stream.core.assertions.memory import MemoryCheck
+from mantle_stream.core.assertions.tools import ToolExecutedCheck, ToolsWithinOneTurnCheck
 from mantle_stream.core.errors import UsageError
+from mantle_stream.core.scenario.model import Check
 from mantle_stream.core.verdicts import ConversationResult
 
-__all__ = ["RecordedRun", "RunDifference", "compare", "load_results"]
+__all__ = ["RecordedRun", "RunDifference", "compare", "divergences", "load_results"]
 
 
 class RecordedRun(msgspec.Struct, frozen=True):
@@ -36,12 +40,66 @@ class RecordedRun(msgspec.Struct, frozen=True):
 
 
 class RunDifference(msgspec.Struct, frozen=True):
-    """An assertion whose verdict differs from the one ``evaluate_agent`` recorded."""
+    """An assertion whose verdict differs from the one ``evaluate_agent`` recorded.
+
+    ``divergences``: the documented divergences from Rasa's evaluator that can
+    make this assertion's verdicts differ (docs/semantics.md, "Divergences");
+    none when nothing the assertion asks for is read differently, so the
+    difference needs explaining (a bug here or there, or other events).
+    """
 
     index: int
     kind: str
     verdict: str
     recorded: str
+    divergences: list[str] = []
+
+
+#: The documented divergences, as the report names them.
+TYPED_VALUES = "memory values are typed: `true` is not `1`"
+ALL_FIELDS_ONE_MESSAGE = "one message must meet every field of a bot check"
+MATCHING = "tools_within_one_turn finds any assignment of runs to calls, not a greedy one"
+COMPLETE_SKILL = "a `complete_skill` run neither meets nor breaks tools_within_one_turn"
+MORE_BUTTONS = "buttons listed but not carried fail"
+ANY_PAYLOAD = "a button without a payload matches any payload"
+NULL_ARGUMENT = "a tool argument listed as null does not match a run without it"
+BUTTONS_AT_POSITIONS = "bot_did_not_utter matches buttons at their positions"
+NO_TEXT = "a message without text does not match text_matches (Rasa errors)"
+
+
+def divergences(check: Check, verdict: str) -> list[str]:
+    """The documented divergences that can make ``check`` come out ``verdict`` here when
+    Rasa's evaluator decides the other way (each reads the check one way: stricter
+    or looser than Rasa 3.21)."""
+    found: list[tuple[str, str]] = []  # (divergence, our verdict where Rasa differs)
+    if isinstance(check, MemoryCheck):
+        if any(isinstance(e.value, bool | int | float) for e in check.entries if e.has_value):
+            # `true` against `1`: Rasa finds it set, we do not.
+            found.append(
+                (TYPED_VALUES, "passed" if check.kind == "memory_was_not_set" else "failed")
+            )
+    elif isinstance(check, BotCheck):
+        uttered = check.kind == "bot_uttered"
+        if sum(f is not None for f in (check.utter_name, check.text_matches, check.buttons)) > 1:
+            found.append((ALL_FIELDS_ONE_MESSAGE, "failed" if uttered else "passed"))
+        if check.buttons is not None:
+            if uttered:
+                found.append((MORE_BUTTONS, "failed"))
+                if any(b.payload is None for b in check.buttons):
+                    found.append((ANY_PAYLOAD, "passed"))
+            else:
+                found.append((BUTTONS_AT_POSITIONS, "passed"))
+        if check.text_matches is not None:
+            found.append((NO_TEXT, "passed"))  # Rasa's run errored: recorded as not passed
+    elif isinstance(check, ToolExecutedCheck | ToolsWithinOneTurnCheck):
+        calls = list(check.calls) if isinstance(check, ToolsWithinOneTurnCheck) else [check.call]
+        if isinstance(check, ToolsWithinOneTurnCheck):
+            if not check.ordered:
+                found.append((MATCHING, "passed"))
+            found.append((COMPLETE_SKILL, "passed"))
+        if any(None in (c.arguments or {}).values() for c in calls):
+            found.append((NULL_ARGUMENT, "failed"))
+    return [text for text, ours in found if ours == verdict]
 
 
 class _RunFile(msgspec.Struct):
@@ -103,15 +161,19 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, RecordedRun]:
     return runs
 
 
-def compare(result: ConversationResult, run: RecordedRun) -> list[RunDifference]:
-    """Where our final verdicts differ from the run's recorded ones (passed/failed only)."""
+def compare(
+    result: ConversationResult, run: RecordedRun, checks: Sequence[Check] = ()
+) -> list[RunDifference]:
+    """Where our final verdicts differ from the run's recorded ones (passed/failed only);
+    with the scenario's ``checks``, each names the divergences it can come from."""
     out = []
     for a in result.assertions:
         recorded = run.passed.get(a.index)
         if recorded is None or a.verdict not in ("passed", "failed"):
             continue
         if (a.verdict == "passed") != recorded:
+            why = divergences(checks[a.index], a.verdict) if a.index < len(checks) else []
             out.append(
-                RunDifference(a.index, a.kind, a.verdict, "passed" if recorded else "failed")
+                RunDifference(a.index, a.kind, a.verdict, "passed" if recorded else "failed", why)
             )
     return out

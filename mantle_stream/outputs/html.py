@@ -24,7 +24,13 @@ from collections.abc import Iterable
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.verdicts import Decision, StopMessage, VerdictRecord
 from mantle_stream.outputs.atomic import write_atomically
-from mantle_stream.outputs.report import Report, ReportConversation, ScenarioResult, notes
+from mantle_stream.outputs.report import (
+    Report,
+    ReportConversation,
+    ScenarioResult,
+    notes,
+    why_it_differs,
+)
 
 __all__ = ["MAX_ROWS", "MAX_TIMELINES", "HtmlWriter", "render_html", "stopped_at"]
 
@@ -395,7 +401,7 @@ def _conversation(conv: ReportConversation) -> str:
         listed += "".join(
             f"<li>differs from <code>{_text(conv.recorded.file)}</code>: "
             f"<code>#{d.index} {_text(d.kind)}</code> is {_text(d.verdict)} here, "
-            f"{_text(d.recorded)} there</li>"
+            f"{_text(d.recorded)} there: {_text(why_it_differs(d))}</li>"
             for d in conv.recorded.differences
         )
     return (

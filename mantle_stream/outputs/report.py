@@ -19,7 +19,7 @@ from mantle_stream.core.engine.evaluator import (
 from mantle_stream.core.engine.partition import Judged
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
-from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.core.scenario.model import Check, Scenario
 from mantle_stream.core.verdicts import ConversationResult, Verdict, VerdictRecord
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "report_conversation",
     "scenario_results",
     "strict_problems",
+    "why_it_differs",
 ]
 
 EXIT_OK = 0
@@ -170,20 +171,32 @@ class Report(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 def report_conversation(
-    result: ConversationResult, run: RecordedRun | None = None
+    result: ConversationResult, run: RecordedRun | None = None, checks: Sequence[Check] = ()
 ) -> ReportConversation:
-    """One judged conversation as the report lists it."""
+    """One judged conversation as the report lists it (``checks``: its scenario's
+    assertions, to name the divergences a recorded verdict that differs can come from)."""
     return ReportConversation(
         conversation_id=result.conversation_id,
         scenario=result.scenario,
         verdict=result.verdict,
         events=result.events,
         assertions=[VerdictRecord.of(a) for a in result.assertions],
-        recorded=None if run is None else Recorded(run.path, run.run_index, compare(result, run)),
+        recorded=None
+        if run is None
+        else Recorded(run.path, run.run_index, compare(result, run, checks)),
         started=result.started,
         duration=result.duration,
         turn_starts=list(result.turn_starts),
     )
+
+
+def why_it_differs(difference: RunDifference) -> str:
+    """What can explain a verdict that differs from the one evaluate_agent recorded."""
+    if difference.divergences:
+        return "may come from a documented divergence (docs/semantics.md): " + "; ".join(
+            difference.divergences
+        )
+    return "not one of the documented divergences: look at the conversation's events"
 
 
 def _assertion_across(
@@ -277,8 +290,10 @@ def build_report(
     else:
         judged = evaluator
     recorded = recorded or {}
+    checks = {s.name: s.assertions for s in scenarios}
     conversations = [
-        report_conversation(r, recorded.get(r.conversation_id)) for r in judged.results
+        report_conversation(r, recorded.get(r.conversation_id), checks.get(r.scenario or "", ()))
+        for r in judged.results
     ]
     unmatched = judged.unmatched
     stats = judged.statistics

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.outputs.report import Report, notes
+from mantle_stream.outputs.report import Report, notes, why_it_differs
 
 __all__ = ["MARKS", "MAX_DETAILED", "ReportTable", "failure_lines", "literal", "verdict_text"]
 
@@ -198,8 +198,7 @@ class ReportTable:
                     parts.append(
                         literal(
                             f"  #{d.index} {d.kind}: {d.verdict} here, {d.recorded} in "
-                            f"evaluate_agent's {conv.recorded.file} (see Divergences in "
-                            "docs/semantics.md)",
+                            f"evaluate_agent's {conv.recorded.file}: {why_it_differs(d)}",
                             "yellow",
                         )
                     )
