@@ -36,6 +36,15 @@ LAYERS: dict[str, set[str]] = {
         "mantle_stream.cli",
     },
     "mantle_stream.testing": {"mantle_stream.core"},
+    # The pytest plugin, an edge like the command line (its entry module itself
+    # imports only pytest and the standard library: tests/test_pytest_plugin.py).
+    "mantle_stream.pytest_plugin": {
+        "mantle_stream.core",
+        "mantle_stream.feeds",
+        "mantle_stream.outputs",
+        "mantle_stream.runner",
+        "mantle_stream.pytest_plugin",
+    },
     "mantle_stream.__main__": {"mantle_stream.cli"},
     # The public surface re-exports from the layers below the command line.
     "mantle_stream": {
