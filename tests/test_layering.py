@@ -33,7 +33,15 @@ LAYERS: dict[str, set[str]] = {
         "mantle_stream.feeds",
         "mantle_stream.outputs",
         "mantle_stream.runner",
+        "mantle_stream.kafka",
         "mantle_stream.cli",
+    },
+    # A consumer group member over Kafka: judges like the runner, publishes like
+    # the outputs (confluent-kafka imported only here).
+    "mantle_stream.kafka": {
+        "mantle_stream.core",
+        "mantle_stream.outputs",
+        "mantle_stream.kafka",
     },
     "mantle_stream.testing": {"mantle_stream.core"},
     # The pytest plugin, an edge like the command line (its entry module itself

@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
             return _validate(args.scenarios)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "rekey":
+            from mantle_stream.cli.rekey import run_rekey  # confluent-kafka: only now
+
+            return run_rekey(args)
         return _check_or_watch(args)
     except BrokenPipeError:
         return _output_gone()

@@ -391,6 +391,33 @@ def _parser() -> argparse.ArgumentParser:
         help="write a picture of the run at the end: one self-contained HTML file",
     )
     demo.add_argument("--fail-fast", action="store_true", help="stop at the first failed assertion")
+
+    rekey = sub.add_parser(
+        "rekey",
+        help="copy a Kafka topic to one keyed by conversation id",
+        formatter_class=formatter,
+        description="Read a Kafka topic Rasa writes without keys (partition_by_sender: false) "
+        "and produce each event, keyed by its conversation id, to TOPIC.by_conversation (an "
+        "idempotent producer), so a consumer group can judge it on several members.",
+        epilog=_epilog(
+            "mantle-stream rekey kafka://localhost:9092/rasa_core_events",
+            "mantle-stream rekey kafka://broker:9092/rasa_core_events --follow",
+        ),
+    )
+    rekey.add_argument("source", metavar="SOURCE", help="kafka://HOST:PORT/TOPIC to read")
+    rekey.add_argument(
+        "--to", metavar="TOPIC", help="the keyed topic to write (default: TOPIC.by_conversation)"
+    )
+    rekey.add_argument(
+        "--group",
+        default="mantle_stream.rekey",
+        help="consumer group that remembers how far it read (default: mantle_stream.rekey)",
+    )
+    rekey.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep copying what arrives (default: stop at the end of every partition)",
+    )
     return parser
 
 
