@@ -10,6 +10,8 @@ import pytest
 from mantle_stream.cli import main
 from mantle_stream.cli.integrations import events_source
 from mantle_stream.core.errors import UsageError
+from mantle_stream.feeds.sql import redact
+from mantle_stream.kafka.options import parse_kafka_spec
 
 from _stores import EVENTS, SCENARIOS, example_lines, from_file, make_db, report
 
@@ -68,17 +70,37 @@ def test_watch_prefers_the_broker_and_check_the_store(tmp_path: Path) -> None:
     assert events_source(path, live=True).startswith("follow:")
     assert events_source(path, live=False).startswith("sqlite:///")
     # An unreadable first choice falls back to the other.
-    kafka = write(tmp_path, "event_broker:\n  type: kafka\ntracker_store:\n  type: sql\n")
+    pika = write(tmp_path, "event_broker:\n  type: pika\ntracker_store:\n  type: sql\n")
     # watch follows a SQL store: the rows written after it started are read too.
-    assert events_source(kafka, live=True).startswith("follow:sqlite:///")
+    assert events_source(pika, live=True).startswith("follow:sqlite:///")
+
+
+def test_a_kafka_broker_becomes_a_kafka_source_with_its_settings(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "event_broker:\n  type: kafka\n  url: [b1:9092, b2:9092]\n  topic: events\n"
+        "  partition_by_sender: true\n  sasl_username: alice\n  sasl_password: s3cr3t\n"
+        "  security_protocol: SASL_SSL\n  sasl_mechanism: PLAIN\n  ssl_check_hostname: false\n",
+    )
+    spec = events_source(path, live=True)
+    assert spec.startswith("kafka://alice:s3cr3t@b1:9092,b2:9092/events?")
+    parsed = parse_kafka_spec(spec)
+    assert (parsed.bootstrap, parsed.topic) == ("b1:9092,b2:9092", "events")
+    assert parsed.settings == {
+        "sasl.username": "alice",
+        "sasl.password": "s3cr3t",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    assert "s3cr3t" not in redact(spec)
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("event_broker:\n  type: kafka\n", "`event_broker` of type `kafka` cannot be read (the "
-         "Kafka source is not built yet); supported: `file`, `sql`"),
-        ("event_broker:\n  type: pika\n", "supported: `file`, `sql`"),
+        ("event_broker:\n  type: pika\n", "`event_broker` of type `pika` cannot be read; "
+         "supported: `file`, `sql`, `kafka`"),
         ("tracker_store:\n  type: redis\n", "`tracker_store` of type `redis` cannot be read; "
          "supported: `sql`"),
         ("tracker_store:\n  type: sql\n  dialect: mysql\n", "dialect `mysql`; supported: sqlite"),
@@ -86,7 +108,7 @@ def test_watch_prefers_the_broker_and_check_the_store(tmp_path: Path) -> None:
         ("- a list\n", "must be a mapping"),
         ("event_broker: [1\n", "is not valid YAML"),
     ],
-    ids=["kafka", "pika", "redis", "mysql", "neither", "list", "bad-yaml"],
+    ids=["pika", "redis", "mysql", "neither", "list", "bad-yaml"],
 )  # fmt: skip
 def test_what_cannot_be_read_says_what_can(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(UsageError) as raised:

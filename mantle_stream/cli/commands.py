@@ -15,11 +15,15 @@ import contextlib
 import gc
 import glob
 import os
+import signal
 import sys
+import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+import msgspec
 from rich.console import Console
 from rich.live import Live
 
@@ -31,6 +35,7 @@ from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import Judged
 from mantle_stream.core.errors import (
     CONTROL_ESCAPES,
+    EventError,
     FeedError,
     MantleStreamError,
     ScenarioError,
@@ -39,9 +44,11 @@ from mantle_stream.core.errors import (
 from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.feeds.files import event_files
 from mantle_stream.feeds.sql import is_sql_spec, redact
+from mantle_stream.kafka.options import is_kafka_spec
 from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.html import HtmlWriter
 from mantle_stream.outputs.jsonl import JsonlWriter
@@ -52,6 +59,7 @@ from mantle_stream.outputs.progress import ReadProgress
 from mantle_stream.outputs.report import (
     EXIT_ERROR,
     EXIT_FAILED,
+    GroupReport,
     build_report,
     exit_status,
     notes,
@@ -186,6 +194,18 @@ def _load(paths: list[str]) -> list[Scenario]:
     return scenarios
 
 
+class _Progress(Protocol):
+    """What the live view reads of a run: a Runner's, or a Kafka member's."""
+
+    @property
+    def elapsed(self) -> float: ...
+
+    def events_per_second(self) -> float: ...
+
+    latest: deque[Decision]
+    stopped_early: list[str]
+
+
 class _Session:
     """One run's outputs: its sinks (JSONL, JUnit, plain lines), the live view, the report."""
 
@@ -243,7 +263,7 @@ class _Session:
             **options,
         )
 
-    def snapshot(self, runner: Runner, *, final: bool = False) -> LiveSnapshot:
+    def snapshot(self, runner: _Progress, *, final: bool = False) -> LiveSnapshot:
         statistics = self.evaluator.statistics()
         omitted = self.evaluator.omitted()
         return LiveSnapshot(
@@ -330,19 +350,22 @@ async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
 def _finish(
     session: _Session,
     outcome: RunOutcome,
-    runner: Runner | None,
+    runner: _Progress | None,
     *,
     fmt: str,
     judged: Judged | None = None,
+    group: GroupReport | None = None,
 ) -> int:
-    """The report (of ``judged``, the workers' merged outcome, when given), the closing
-    lines and the exit status."""
+    """The report (of ``judged``, the workers' merged outcome, when given; with a Kafka
+    member's ``group``), the closing lines and the exit status."""
     report = build_report(
         session.evaluator if judged is None else judged,
         session.recorded,
         session.refused,
         scenarios=session.evaluator.scenarios,
     )
+    if group is not None:
+        report = msgspec.structs.replace(report, kafka=group)
     session.sinks.on_end(report)
     if fmt == "json":
         sys.stdout.write(report.to_json().decode() + "\n")
@@ -423,6 +446,14 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if not args.events:
         raise UsageError("where are the events? give --events SOURCE or --integrations PATH")
     args.events = _expand(args.events)
+    if any(is_kafka_spec(e) for e in args.events):
+        if len(args.events) > 1:
+            raise UsageError("a kafka:// source is read on its own, not with other sources")
+        if args.state:
+            raise UsageError(
+                "--state: a Kafka member keeps its conversations' state in the state topic "
+                "(--state-topic), which moves with its partitions"
+            )
     if args.since and not any(is_sql_spec(e.removeprefix("follow:")) for e in args.events):
         raise UsageError("--since filters rows of a SQL store (sqlite:///, postgresql://) only")
     many = ("http://", "https://")
@@ -530,6 +561,8 @@ def _check_or_watch(args: argparse.Namespace) -> int:
 
     workers = _workers(args, session.progress_total)
     try:
+        if is_kafka_spec(args.events[0]):
+            return _kafka(args, session)
         if workers > 1:
             merged = run_workers(args, source, workers, session.progress_total or None)
             if merged is not None:  # (None: a bad event ended it: judged again, in one)
@@ -544,6 +577,98 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         session.close()
         if state_lock is not None:
             state_lock.close()  # (the lock goes with it)
+
+
+def _kafka(args: argparse.Namespace, session: _Session) -> int:
+    """One member of the consumer group: until stopped (watch) or the end of its
+    partitions (check); verdicts and stops also published to their topics."""
+    from mantle_stream.kafka.member import Member
+    from mantle_stream.kafka.options import KafkaOptions, parse_kafka_spec
+
+    spec = parse_kafka_spec(args.events[0])
+    check = args.command == "check"
+    options = KafkaOptions(
+        group=args.group,
+        offsets=args.offsets or ("earliest" if check else "latest"),
+        verdicts_topic=args.verdicts_topic,
+        stops_topic=args.stops_topic,
+        state_topic=args.state_topic,
+        stats_interval=args.stats_interval,
+        until_end=check,
+        linger=args.linger if args.linger is not None else 1.0,
+        consumer=_settings(args.kafka_config or []),
+    )
+    live: Live | None = None
+    drawn = 0.0
+
+    def tick() -> None:
+        nonlocal drawn
+        now = time.monotonic()
+        if live is not None and now - drawn >= 1 / 8:
+            drawn = now
+            session.source = f"kafka {spec.topic} · group {args.group} · lag {member.lag():,}"
+            live.update(LiveView(session.snapshot(member)), refresh=True)
+
+    member = Member(
+        session.evaluator,
+        spec,
+        options,
+        on_decisions=session.sinks.on_decisions,
+        on_stop=session.sinks.on_stop,
+        on_bad=say_skipped if args.on_bad_event == "skip" else None,
+        on_tick=tick,
+    )
+    previous = {
+        sig: signal.signal(sig, lambda *_: member.stop()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    print(f"mantle-stream: joining group `{args.group}` on {redact(args.events[0])}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    outcome = RunOutcome("end-of-input" if check else "ended")
+    try:
+        if session.live:
+            with Live(
+                LiveView(session.snapshot(member)),
+                console=session.console,
+                auto_refresh=False,
+                transient=True,
+                screen=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            ) as live:
+                member.run()
+            live = None
+            session.console.print(LiveView(session.snapshot(member, final=True)))
+        else:
+            member.run()
+    except EventError as exc:
+        outcome = RunOutcome("bad-event", error=str(exc))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stats = member.stats()
+    group = GroupReport(
+        group=args.group,
+        topic=spec.topic,
+        member=stats.member,
+        members=member.group_members,
+        partitions=stats.partitions,
+        lag=stats.lag,
+        published=stats.published,
+        restored=stats.restored,
+    )
+    outcome = msgspec.structs.replace(outcome, stopped_early=tuple(member.stopped_early))
+    return _finish(session, outcome, member, fmt=args.format if check else "live", group=group)
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    """``--kafka-config KEY=VALUE`` options as librdkafka settings."""
+    settings = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"--kafka-config `{pair}`: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings
 
 
 def _workers(args: argparse.Namespace, size: int | bool | None) -> int:
@@ -572,6 +697,8 @@ def _one_process_only(args: argparse.Namespace) -> str | None:
         return "--state checkpoints one process's evaluator"
     if args.keep_finished is not None:
         return "--keep-finished keeps the conversations one process finished last"
+    if any(is_kafka_spec(e) for e in args.events):
+        return "a Kafka topic is shared by starting more members of its consumer group"
     if any(e == "-" or e.startswith(("follow:", "tcp://", "unix:")) for e in args.events):
         return "a live source or standard input can be read by one process only"
     return None

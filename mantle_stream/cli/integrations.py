@@ -9,6 +9,8 @@ an ``--events`` source:
 
 * ``event_broker: {type: file, path: ...}`` → ``follow:PATH`` (default
   ``rasa_event.log``);
+* ``event_broker: {type: kafka, ...}`` → ``kafka://URL/TOPIC?...`` with its
+  security settings (:func:`~mantle_stream.kafka.options.spec_from_broker`);
 * ``type: sql`` (broker or tracker store) → ``sqlite:///DB`` (the default
   dialect) or ``postgresql://USER:PASSWORD@HOST:PORT/DB``, behind ``follow:``
   for ``watch`` (the rows written after it started are read too).
@@ -17,7 +19,7 @@ Which section: ``watch`` follows what is being written (the event broker
 first), ``check`` replays what is stored (the tracker store first); either
 falls back to the other. A relative path (a file broker's ``path``, an
 SQLite ``db``) is taken from the directory of ``integrations.yml``, where the
-agent runs. Anything else (Kafka, RabbitMQ, Redis, ...) is refused with the
+agent runs. Anything else (RabbitMQ, Redis, ...) is refused with the
 list of what is supported.
 """
 
@@ -31,11 +33,12 @@ from urllib.parse import quote
 import yaml
 
 from mantle_stream.core.errors import UsageError
+from mantle_stream.kafka.options import spec_from_broker
 
 __all__ = ["SUPPORTED", "events_source", "read_integrations"]
 
 #: Section types this version reads, by section.
-SUPPORTED = {"event_broker": ("file", "sql"), "tracker_store": ("sql",)}
+SUPPORTED = {"event_broker": ("file", "sql", "kafka"), "tracker_store": ("sql",)}
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 
@@ -103,10 +106,11 @@ def _source(section: Any, name: str, base: str, live: bool) -> str:
         return "follow:" + (path if os.path.isabs(path) else os.path.join(base, path))
     if kind == "sql":  # a live run keeps reading the rows written after it started
         return ("follow:" if live else "") + _sql(section, name, base)
+    if name == "event_broker" and kind == "kafka":  # as a member of a consumer group
+        return spec_from_broker(section)
     supported = ", ".join(f"`{t}`" for t in SUPPORTED[name])
-    later = " (the Kafka source is not built yet)" if kind == "kafka" else ""
     raise UsageError(
-        f"`{name}` of type `{kind or '(none)'}` cannot be read{later}; supported: {supported}"
+        f"`{name}` of type `{kind or '(none)'}` cannot be read; supported: {supported}"
     )
 
 

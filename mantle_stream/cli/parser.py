@@ -239,6 +239,41 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
         help="http(s)://: a JWT signed with the server's --jwt-secret, sent as "
         "`Authorization: Bearer JWT` (default: $RASA_JWT)",
     )
+    p.add_argument(
+        "--group",
+        default="mantle_stream",
+        help="kafka://: the consumer group this process joins (default: mantle_stream)",
+    )
+    p.add_argument(
+        "--offsets",
+        choices=("earliest", "latest"),
+        help="kafka://: where a partition the group has not read yet starts (default: "
+        "earliest for check, latest for watch)",
+    )
+    p.add_argument(
+        "--stats-interval",
+        type=_positive,
+        metavar="SECONDS",
+        help="kafka://: print a line of consumer lag, events/s and partitions this often",
+    )
+    p.add_argument(
+        "--kafka-config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="kafka://: a librdkafka consumer setting, repeatable "
+        "(session.timeout.ms=10000, say)",
+    )
+    for topic, default, what in (
+        ("verdicts", "mantle_stream.verdicts", "every verdict (key: conversation id)"),
+        ("stops", "mantle_stream.stops", "every stop message"),
+        ("state", "mantle_stream.state", "open conversations' state (compacted)"),
+    ):
+        p.add_argument(
+            f"--{topic}-topic",
+            default=default,
+            metavar="TOPIC",
+            help=f"kafka://: the topic of {what} (default: {default})",
+        )
 
 
 EXIT_CODES = """\

@@ -41,7 +41,7 @@ def keep_finished(args: argparse.Namespace) -> int | None:
     """``--keep-finished``, else: all for files, the most recent for live sources."""
     if args.keep_finished is not None:
         return int(args.keep_finished)
-    live = any(e.startswith(("follow:", "tcp://", "unix:")) for e in args.events)
+    live = any(e.startswith(("follow:", "tcp://", "unix:", "kafka://")) for e in args.events)
     return LIVE_KEEP_FINISHED if live else None
 
 

@@ -6,3 +6,5 @@ state moving with them, verdict and stop topics, offsets committed after
 both); ``rekey`` copies an unkeyed topic to one keyed by conversation id.
 confluent-kafka (the ``kafka`` extra) is imported only by those two.
 """
+
+__all__: list[str] = []

@@ -26,6 +26,7 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_FAILED",
     "EXIT_OK",
+    "GroupReport",
     "Recorded",
     "Report",
     "ScenarioAssertion",
@@ -158,6 +159,20 @@ class ScenarioResult(msgspec.Struct, frozen=True):
     assertions: list[ScenarioAssertion]
 
 
+class GroupReport(msgspec.Struct, frozen=True):
+    """A Kafka consumer group member's part (``kafka://`` sources): which group, which
+    member this was, the group's members when it ended, the partitions it judged."""
+
+    group: str
+    topic: str
+    member: str
+    members: list[str]
+    partitions: list[int]
+    lag: int
+    published: int  # verdict records sent to the verdicts topic
+    restored: int  # conversations resumed from the state topic
+
+
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     conversations: list[ReportConversation]
     summary: Summary
@@ -165,6 +180,7 @@ class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     warnings: Warnings | None = None
     # Per scenario, its runs (the listed conversations judged against it).
     scenarios: list[ScenarioResult] = []
+    kafka: GroupReport | None = None
 
     def to_json(self) -> bytes:
         return msgspec.json.format(msgspec.json.encode(self), indent=2)

@@ -835,6 +835,17 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
 
     # ------------------------------------------------------------------ reading
 
+    def forget(self, conversation_id: str) -> None:
+        """Let go of an open conversation judged elsewhere from now on, uncounted: a Kafka
+        partition given to another member, which resumes it from its saved state."""
+        conv = self._open_convs.pop(conversation_id, None)
+        if conv is None:
+            return
+        del self._convs[conversation_id]
+        self._held -= len(conv.held or ())
+        if conv.plan is not None:
+            self._judged -= 1
+
     def is_open(self, conversation_id: str) -> bool:
         """True when the conversation has had events and has not ended yet."""
         return conversation_id in self._open_convs

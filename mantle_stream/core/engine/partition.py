@@ -30,7 +30,7 @@ import msgspec
 from mantle_stream.core.engine.conversation import UnmatchedConversation
 from mantle_stream.core.verdicts import ConversationResult, Statistics
 
-__all__ = ["Judged", "Partition", "merge", "partition_of"]
+__all__ = ["Judged", "Partition", "conversation_of", "merge", "partition_of"]
 
 E = TypeVar("E")
 
@@ -52,6 +52,16 @@ class _Key(msgspec.Struct):
 
 
 _key = msgspec.json.Decoder(_Key).decode
+
+
+def conversation_of(line: bytes) -> str | None:
+    """The conversation a JSON line names (``conversation_id``, or a flat row's
+    ``sender_id``), decoding only those fields; None when it names none or is not JSON."""
+    try:
+        key = _key(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return key.conversation_id or key.sender_id or None
 
 
 class Partition:
@@ -104,11 +114,8 @@ class Partition:
 
     def keeps_line(self, line: bytes) -> bool:
         """Whether a line whose event names no conversation is this worker's."""
-        try:
-            key = _key(line)
-        except (msgspec.DecodeError, RecursionError):
-            return self.index == 0  # a bad event: reported once, by worker 0
-        cid = key.conversation_id or key.sender_id
+        cid = conversation_of(line)
+        # A bad event, or one naming no conversation: reported once, by worker 0.
         return self.owns(cid) if cid else self.index == 0
 
 

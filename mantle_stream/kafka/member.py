@@ -1,0 +1,552 @@
+"""One member of a Kafka consumer group that judges Rasa's event topic.
+
+Kafka is the distributed engine: the broker assigns the topic's partitions
+to the members of group ``--group``, and a conversation's state belongs to
+the partition its events come from (with ``partition_by_sender: true`` the
+message key is the conversation id, so a conversation lives in one
+partition). A member:
+
+* consumes its partitions and applies each batch of a partition to its
+  evaluator as one chunk (the reorder window orders a burst out of order);
+* publishes every decision to the verdicts topic (key = conversation id; the
+  JSONL verdict record) and every stop message to the stops topic;
+* **commits** every ``commit_interval`` seconds, on revoke and at shutdown,
+  in this order: the producer is flushed (every verdict so far delivered);
+  the state of each of the partition's open conversations that changed is
+  written to the compacted state topic (key = conversation id, into the
+  partition of the same number; a tombstone once a conversation has finished);
+  that is flushed; then the partition's offset is committed -- never past an
+  event held in a reorder window, which would then be lost;
+* **on assign**, restores the partition's open conversations from the state
+  topic; events after the committed offset are read again, and those the
+  restored state already applied are skipped as replayed (by ``sequence``,
+  or by count for rows without one), so each is applied once;
+* **on revoke**, commits the partition, then lets go of its open
+  conversations: the next owner resumes them.
+
+Guarantee: no verdict is lost, and each (conversation, assertion) has one
+verdict, whichever member decides it. A verdict decided after the last commit
+by a member that then crashes is decided again by the next owner and
+published a second time, the same record with the same key: consumers
+de-duplicate by (conversation id, assertion index). A clean stop (SIGTERM,
+a revoke) commits first, so a restart publishes nothing twice.
+
+A topic written without keys (Rasa's default) spreads a conversation over
+partitions: one member may judge it (it owns every partition), two may not;
+``mantle-stream rekey`` copies it to a keyed topic.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from mantle_stream.core.engine.checkpoints import ConversationState
+from mantle_stream.core.engine.evaluator import Evaluator
+from mantle_stream.core.engine.partition import conversation_of
+from mantle_stream.core.errors import EventError, FeedError, UsageError
+from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage, VerdictRecord
+from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, client_settings
+
+__all__ = ["Member", "MemberStats"]
+
+_encode = msgspec.json.Encoder().encode
+_state = msgspec.json.Decoder(ConversationState).decode
+
+
+def _kafka() -> Any:
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin
+    except ImportError:
+        raise UsageError(
+            'kafka:// sources need the Kafka client: pip install "mantle_stream[kafka]"'
+        ) from None
+    return confluent_kafka
+
+
+class MemberStats(msgspec.Struct, frozen=True):
+    """What a member is doing: for the live view, the stats line and the report."""
+
+    group: str
+    member: str
+    partitions: list[int]  # every partition it was given
+    lag: int  # messages of its partitions not read yet (as of the last fetch)
+    events: int
+    events_per_second: float
+    published: int  # verdict records
+    commits: int
+    restored: int  # conversations resumed from the state topic
+
+
+class Member:
+    """Consumes ``spec.topic`` as a member of ``options.group`` into ``evaluator``."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        spec: KafkaSpec,
+        options: KafkaOptions,
+        *,
+        on_decisions: Callable[[list[Decision]], object] | None = None,
+        on_stop: Callable[[StopMessage], object] | None = None,
+        on_bad: Callable[[EventError], object] | None = None,
+        on_tick: Callable[[], object] | None = None,
+    ) -> None:
+        self.evaluator = evaluator
+        self.spec = spec
+        self.options = options
+        self.on_decisions = on_decisions
+        self.on_stop = on_stop
+        self.on_bad = on_bad
+        self.on_tick = on_tick
+        self.member_id = ""
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.latest: deque[Decision] = deque(maxlen=20)
+        self.stopped_early: list[str] = []
+        self._stopping = False
+        self._owner: dict[str, int] = {}  # open conversation -> its partition
+        self._notified: set[str] = set()  # open conversations told to stop
+        self._written: dict[str, int] = {}  # conversation -> events in the state written
+        self._hold_from: dict[str, tuple[int, int]] = {}  # holding -> (partition, offset)
+        self._next: dict[int, int] = {}  # partition -> offset after the last applied
+        self._assigned: set[int] = set()
+        self.judged_partitions: set[int] = set()  # every partition it was given
+        self._eof: set[int] = set()
+        self._partition_count = 0
+        self._unkeyed = False
+        self._published = 0
+        self._commits = 0
+        self._restored = 0
+        self._rate: deque[tuple[float, int]] = deque(maxlen=20)
+        self._last_message = time.monotonic()
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._error: FeedError | None = None  # raised in a rebalance callback
+        self.group_members: list[str] = []  # as the broker described them at the end
+
+    # ------------------------------------------------------------------ outside
+
+    def stop(self) -> None:
+        """End the run at the next poll (a signal handler may call it)."""
+        self._stopping = True
+
+    @property
+    def elapsed(self) -> float:
+        return (self.ended or time.monotonic()) - self.started
+
+    def events_per_second(self) -> float:
+        if len(self._rate) >= 2:
+            (t0, e0), (t1, e1) = self._rate[0], self._rate[-1]
+            if t1 > t0:
+                return (e1 - e0) / (t1 - t0)
+        return 0.0
+
+    def stats(self) -> MemberStats:
+        return MemberStats(
+            group=self.options.group,
+            member=self.member_id,
+            partitions=sorted(self.judged_partitions),
+            lag=self.lag(),
+            events=self.evaluator.statistics().events,
+            events_per_second=self.events_per_second(),
+            published=self._published,
+            commits=self._commits,
+            restored=self._restored,
+        )
+
+    def members(self) -> list[str]:
+        """The group's members (client id and host of each), as the broker describes
+        them; this member alone when it cannot."""
+        kafka = _kafka()
+        try:
+            admin = kafka.admin.AdminClient(client_settings(self.spec))
+            [future] = admin.describe_consumer_groups([self.options.group]).values()
+            group = future.result(5)
+            return sorted(f"{m.client_id}@{m.host} ({m.member_id})" for m in group.members)
+        except Exception:  # an older broker without DescribeGroups, say: not worth failing
+            return [self.member_id] if self.member_id else []
+
+    def lag(self) -> int:
+        """Messages of the assigned partitions not read yet, from the high watermarks the
+        last fetches brought (cached: no request to the broker)."""
+        consumer = self._consumer
+        if consumer is None:
+            return 0
+        kafka = _kafka()
+        lag = 0
+        for p in self._assigned:
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    kafka.TopicPartition(self.spec.topic, p), cached=True
+                )
+            except kafka.KafkaException:
+                continue
+            if high >= 0:
+                lag += max(high - self._next.get(p, 0), 0)
+        return lag
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> None:
+        """Consume until :meth:`stop` (or, with ``until_end``, the end of every
+        partition); commit and leave the group cleanly."""
+        kafka = _kafka()
+        options = self.options
+        base = client_settings(self.spec)
+        self._producer = kafka.Producer(
+            {**base, "enable.idempotence": True, "linger.ms": 5, "acks": "all"}
+        )
+        self._prepare_topics(kafka, base)
+        consumer = self._consumer = kafka.Consumer(
+            {
+                **base,
+                "group.id": options.group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": options.offsets,
+                "enable.partition.eof": True,
+                **options.consumer,
+            }
+        )
+        consumer.subscribe(
+            [self.spec.topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        last_commit = last_stats = time.monotonic()
+        try:
+            while not self._stopping:
+                messages = consumer.consume(500, 0.1)
+                if self._error is not None:
+                    raise self._error
+                self.member_id = self.member_id or consumer.memberid() or ""
+                self._apply(messages, kafka)
+                self._producer.poll(0)
+                now = time.monotonic()
+                self._rate.append((now, self.evaluator.statistics().events))
+                if now - last_commit >= options.commit_interval and self._assigned:
+                    self._commit(set(self._assigned))
+                    last_commit = now
+                if (
+                    options.stats_interval is not None
+                    and now - last_stats >= options.stats_interval
+                ):
+                    last_stats = now
+                    self._say_stats()
+                if self.on_tick is not None:
+                    self.on_tick()
+                if (
+                    options.until_end
+                    and self._assigned
+                    and self._eof >= self._assigned
+                    and now - self._last_message >= options.linger
+                ):
+                    break
+            if options.until_end:
+                self._emit(self.evaluator.finish_all())
+            self._commit(set(self._assigned))
+        finally:
+            self.group_members = self.members()
+            consumer.close()  # leaves the group (on_revoke commits what is left)
+            self._producer.flush(10)
+            self.ended = time.monotonic()
+
+    def _prepare_topics(self, kafka: Any, base: dict[str, str]) -> None:
+        """The source must exist; the verdicts, stops and state topics are created with
+        as many partitions (the state topic compacted) when missing."""
+        admin = kafka.admin.AdminClient(base)
+        metadata = admin.list_topics(timeout=10)
+        topic = metadata.topics.get(self.spec.topic)
+        if topic is None or topic.error is not None:
+            raise FeedError(
+                f"Kafka topic `{self.spec.topic}` does not exist on {self.spec.bootstrap}"
+            )
+        self._partition_count = len(topic.partitions)
+        wanted = []
+        for name, compact in (
+            (self.options.verdicts_topic, False),
+            (self.options.stops_topic, False),
+            (self.options.state_topic, True),
+        ):
+            if name not in metadata.topics:
+                config = {"cleanup.policy": "compact"} if compact else {}
+                wanted.append(kafka.admin.NewTopic(name, self._partition_count, config=config))
+        if wanted:
+            for name, future in admin.create_topics(wanted).items():
+                try:
+                    future.result(10)
+                except kafka.KafkaException as exc:
+                    if exc.args[0].code() != kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise FeedError(f"cannot create Kafka topic `{name}`: {exc}") from None
+
+    def _apply(self, messages: list[Any], kafka: Any) -> None:
+        """Each partition's messages as one chunk; their decisions and stops published."""
+        by_partition: dict[int, list[Any]] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == kafka.KafkaError._PARTITION_EOF:
+                    self._eof.add(message.partition())
+                    continue
+                raise FeedError(f"Kafka: {error.str()}")
+            partition = message.partition()
+            if partition not in self._assigned:
+                continue  # fetched before a revoke: the next owner reads it
+            self._eof.discard(partition)
+            by_partition.setdefault(partition, []).append(message)
+            if message.key() is None and not self._unkeyed:
+                self._unkeyed = True
+                self._refuse_unkeyed()
+        if by_partition:
+            self._last_message = time.monotonic()
+        for partition, batch in by_partition.items():
+            self._apply_partition(partition, batch)
+
+    def _apply_partition(self, partition: int, batch: list[Any]) -> None:
+        evaluator = self.evaluator
+        lines = [
+            (message.value() or b"").replace(b"\n", b" ").replace(b"\r", b" ") for message in batch
+        ]
+        offsets = [message.offset() for message in batch]
+        where = f"{self.spec.topic}[{partition}] (offset)"
+        on_bad = None if self.on_bad is None else self._bad(offsets)
+        try:
+            decisions = evaluator.push_chunk(
+                b"\n".join(lines) + b"\n", on_bad=on_bad, first_line=0, source=where
+            )
+        except EventError as exc:
+            raise exc.at(offsets[(exc.line or 0)]) from None
+        owner = self._owner
+        for message, line in zip(batch, lines, strict=True):
+            key = message.key()
+            # Keyed by conversation, or (one member owning every partition) by its first.
+            cid = key.decode(errors="replace") if key is not None else conversation_of(line)
+            if cid is not None and cid not in owner and evaluator.is_open(cid):
+                owner[cid] = partition
+        self._next[partition] = offsets[-1] + 1
+        if evaluator.statistics().held:
+            for cid in evaluator.holding():
+                self._hold_from.setdefault(cid, (partition, offsets[0]))
+        self._emit(decisions)
+
+    def _bad(self, offsets: list[int]) -> Callable[[EventError], object]:
+        assert self.on_bad is not None
+        on_bad = self.on_bad
+        return lambda error: on_bad(error.at(offsets[error.line or 0]))
+
+    def _emit(self, decisions: list[Decision]) -> None:
+        if not decisions:
+            return
+        produce = self._producer.produce
+        topic = self.options.verdicts_topic
+        for d in decisions:
+            produce(topic, key=d.conversation_id.encode(), value=_encode(DecisionRecord.of(d)))
+        self._published += len(decisions)
+        self.latest.extend(decisions)
+        if self.on_decisions is not None:
+            self.on_decisions(decisions)
+        self._stop_settled(decisions)
+
+    def _stop_settled(self, decisions: list[Decision]) -> None:
+        """A stop message for each conversation this batch settled before its end.
+
+        Published for the simulators (and alerting) that subscribe; the conversation
+        itself is judged on as events come, so the verdicts are those of a replay of
+        the topic, whether or not its simulator stops it."""
+        evaluator = self.evaluator
+        seen: dict[str, Decision] = {}
+        for d in decisions:
+            kept = seen.get(d.conversation_id)
+            if kept is None or kept.verdict != "failed":
+                seen[d.conversation_id] = d
+        for cid, decision in seen.items():
+            if cid in self._notified or not evaluator.is_open(cid):
+                continue
+            if not evaluator.is_settled(cid):
+                continue
+            result = evaluator.result(cid)
+            self._notified.add(cid)
+            self.stopped_early.append(cid)
+            message = StopMessage(
+                conversation_id=cid,
+                verdict=result.verdict,
+                assertion=VerdictRecord.of(decision),
+                events=result.events,
+            )
+            self._producer.produce(
+                self.options.stops_topic, key=cid.encode(), value=_encode(message)
+            )
+            if self.on_stop is not None:
+                self.on_stop(message)
+
+    # ------------------------------------------------------------------ commits
+
+    def _commit(self, partitions: set[int]) -> None:
+        """Verdicts delivered, then the partitions' state written, then their offsets."""
+        if not partitions:
+            return
+        kafka = _kafka()
+        producer = self._producer
+        evaluator = self.evaluator
+        producer.flush(30)
+        holding = set(evaluator.holding())
+        for cid in [c for c in self._hold_from if c not in holding]:
+            del self._hold_from[cid]
+        for cid, partition in list(self._owner.items()):
+            if partition not in partitions:
+                continue
+            if evaluator.is_open(cid):
+                state = evaluator.conversation_state(cid)
+                if self._written.get(cid) != state.events:
+                    producer.produce(
+                        self.options.state_topic,
+                        key=cid.encode(),
+                        value=_encode(state),
+                        partition=partition,
+                    )
+                    self._written[cid] = state.events
+            else:  # finished: its state is no longer needed
+                if cid in self._written:
+                    producer.produce(
+                        self.options.state_topic, key=cid.encode(), value=None, partition=partition
+                    )
+                    del self._written[cid]
+                del self._owner[cid]
+                self._notified.discard(cid)
+        if producer.flush(30):
+            raise FeedError("Kafka: verdicts or state not delivered within 30 s; not committed")
+        offsets = []
+        for partition in sorted(partitions):
+            if partition not in self._next:
+                continue
+            offset = self._next[partition]
+            for p, held_from in self._hold_from.values():
+                if p == partition:
+                    offset = min(offset, held_from)  # read again; the state skips the rest
+            offsets.append(kafka.TopicPartition(self.spec.topic, partition, offset))
+        if offsets:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._commits += 1
+
+    # ------------------------------------------------------------------ rebalances
+
+    def _refuse_unkeyed(self) -> None:
+        if self._assigned and len(self._assigned) < self._partition_count:
+            self._stopping = True
+            raise FeedError(self._unkeyed_message())
+
+    def _unkeyed_message(self) -> str:
+        topic = self.spec.topic
+        return (
+            f"Kafka topic `{topic}` is not keyed by conversation (Rasa's default, "
+            "partition_by_sender: false): one conversation is spread over partitions, so "
+            "only one member can judge it, and this group has several. Run one member, or "
+            f"copy it to a keyed topic with `mantle-stream rekey kafka://{self.spec.bootstrap}/"
+            f"{topic}` and judge `{topic}.by_conversation` with as many members as it has "
+            "partitions"
+        )
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        new = {tp.partition for tp in partitions}
+        self._assigned |= new
+        self.judged_partitions |= new
+        if self._unkeyed and len(self._assigned) < self._partition_count:
+            self._stopping = True
+            self._error = FeedError(self._unkeyed_message())
+        self._restore(new)
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        gone = {tp.partition for tp in partitions} & self._assigned
+        try:
+            self._commit(gone)
+        finally:
+            self._let_go(gone)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        # No longer a member: nothing may be committed; the next owner resumes from the
+        # last commit.
+        self._let_go({tp.partition for tp in partitions} & self._assigned)
+
+    def _let_go(self, partitions: set[int]) -> None:
+        for cid, partition in list(self._owner.items()):
+            if partition in partitions:
+                if self.evaluator.is_open(cid):
+                    self.evaluator.forget(cid)
+                del self._owner[cid]
+                self._written.pop(cid, None)
+                self._hold_from.pop(cid, None)
+                self._notified.discard(cid)
+        self._assigned -= partitions
+        self._eof -= partitions
+        for partition in partitions:
+            self._next.pop(partition, None)
+
+    def _restore(self, partitions: set[int]) -> None:
+        """The open conversations of ``partitions``, from the state topic: the last
+        record of each key, read to the end of each partition."""
+        if not partitions:
+            return
+        kafka = _kafka()
+        reader = kafka.Consumer(
+            {
+                **client_settings(self.spec),
+                "group.id": f"mantle_stream.restore.{uuid.uuid4().hex}",  # never commits
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                **self.options.consumer,
+            }
+        )
+        states: dict[str, tuple[int, bytes | None]] = {}
+        try:
+            reader.assign(
+                [kafka.TopicPartition(self.options.state_topic, p, 0) for p in partitions]
+            )
+            done: set[int] = set()
+            deadline = time.monotonic() + 60
+            while done < partitions:
+                if time.monotonic() > deadline:
+                    raise FeedError(
+                        f"Kafka: the state topic `{self.options.state_topic}` could not be "
+                        "read to its end within 60 s"
+                    )
+                for message in reader.consume(500, 0.2):
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == kafka.KafkaError._PARTITION_EOF:
+                            done.add(message.partition())
+                            continue
+                        raise FeedError(f"Kafka: reading the state topic: {error.str()}")
+                    key = message.key()
+                    if key is not None:
+                        states[key.decode(errors="replace")] = (
+                            message.partition(),
+                            message.value(),
+                        )
+        finally:
+            reader.close()
+        for cid, (partition, value) in states.items():
+            if value is None or self.evaluator.is_open(cid):
+                continue
+            state = _state(value)
+            self.evaluator.restore_conversation(state)
+            self._owner[cid] = partition
+            self._written[cid] = state.events
+            self._restored += 1
+
+    def _say_stats(self) -> None:
+        s = self.stats()
+        print(
+            f"mantle-stream: kafka group {s.group}: partitions {s.partitions}, lag {s.lag:,}, "
+            f"{s.events_per_second:,.0f} events/s, {s.events:,} events, "
+            f"{s.published:,} verdicts published, {len(self._owner):,} conversations open",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -1,0 +1,227 @@
+"""mantle-stream as a Kafka consumer group member, against a real broker on loopback.
+
+The broker is tansu (``tests/_kafka.py``), started by the fixture; members are
+the command line run as subprocesses. Every test compares what the verdicts
+topic holds, de-duplicated by (conversation, assertion), with the offline
+report of the same events read from a file.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from _kafka import FAST_CONSUMER, KafkaBroker, kafka_broker
+
+__all__ = ["kafka_broker"]
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "examples/eval/scenarios/card_replace_damaged.yml"
+EVENTS = ROOT / "examples/eval/events/all.jsonl"
+FAST = [f"--kafka-config={k}={v}" for k, v in FAST_CONSUMER.items()]
+
+
+def _conversations(copies: int) -> list[list[dict[str, Any]]]:
+    """The examples' conversations, ``copies`` times over with fresh ids."""
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for line in EVENTS.read_text().splitlines():
+        row = json.loads(line)
+        by_id.setdefault(row["conversation_id"], []).append(row)
+    out = []
+    for copy in range(copies):
+        for cid, rows in by_id.items():
+            new = f"{cid}-{copy}"
+            out.append([{**row, "conversation_id": new} for row in rows])
+    return out
+
+
+def _interleaved(conversations: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Round robin over the conversations, as a busy agent writes them."""
+    queues = [list(c) for c in conversations]
+    rows = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                rows.append(queue.pop(0))
+    return rows
+
+
+def _offline(tmp: Path, rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Verdicts of one process over the same events, read from a file."""
+    feed = tmp / f"offline-{uuid.uuid4().hex}.jsonl"
+    feed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = _cli("check", str(SCENARIO), "--events", str(feed), "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    return {
+        (c["conversation_id"], a["index"]): _verdict(a)
+        for c in json.loads(done.stdout)["conversations"]
+        for a in c["assertions"]
+    }
+
+
+def _verdict(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: record.get(k) for k in ("verdict", "decided_at", "reason")}
+
+
+def _published(broker: KafkaBroker, topic: str) -> list[dict[str, Any]]:
+    return [json.loads(value) for _, value, _, _ in broker.consume_all(topic) if value]
+
+
+def _by_key(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        key = (r["conversation_id"], r["index"])
+        assert out.get(key, _verdict(r)) == _verdict(r), f"{key} published two verdicts"
+        out[key] = _verdict(r)
+    return out
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mantle_stream", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _member(broker: KafkaBroker, topic: str, group: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", "watch", str(SCENARIO), "--events",
+         f"kafka://{broker.bootstrap}/{topic}", "--group", group, "--offsets", "earliest",
+         *_topics(topic), *FAST, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+
+
+def _topics(topic: str) -> list[str]:
+    """Verdict, stop and state topics of this test's own."""
+    return [f"--{t}-topic={topic}.{t}" for t in ("verdicts", "stops", "state")]
+
+
+def _produce(broker: KafkaBroker, topic: str, rows: list[dict[str, Any]]) -> None:
+    broker.produce(topic, [(r["conversation_id"], json.dumps(r)) for r in rows])
+
+
+def _wait_for(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.25)
+
+
+def test_one_member_publishes_the_offline_verdicts(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = f"keyed-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 4)
+    rows = _interleaved(_conversations(2))
+    _produce(kafka_broker, topic, rows)
+    done = _cli("check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
+                "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json")  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    offline = _offline(tmp_path, rows)
+    published = _published(kafka_broker, f"{topic}.verdicts")
+    assert len(published) == len(offline)  # each once
+    assert _by_key(published) == offline
+    assert {
+        (c["conversation_id"], a["index"]): _verdict(a)
+        for c in report["conversations"]
+        for a in c["assertions"]
+    } == offline
+    group = report["kafka"]
+    assert group["group"] == f"g-{topic}" and group["partitions"] == [0, 1, 2, 3]
+    assert group["published"] == len(offline)
+    # Stop messages for the conversations settled before their end.
+    stops = _published(kafka_broker, f"{topic}.stops")
+    assert {s["conversation_id"] for s in stops} <= {c for c, _ in offline}
+
+
+def test_a_restart_from_committed_offsets_publishes_nothing_twice(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = f"restart-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    rows = _interleaved(_conversations(1))
+    half = len(rows) // 2
+    _produce(kafka_broker, topic, rows[:half])
+    argv = ["check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
+            "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json"]  # fmt: skip
+    # `watch` leaves open conversations open (their state is saved): stopped by SIGTERM.
+    member = _member(kafka_broker, topic, f"g-{topic}")
+    _wait_for(lambda: len(_published(kafka_broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
+    time.sleep(2)  # a commit or two
+    member.send_signal(signal.SIGTERM)
+    member.communicate(timeout=60)
+    assert member.returncode in (0, 1)
+    first = _published(kafka_broker, f"{topic}.verdicts")
+    # The rest of the events arrive; a new run of the group resumes from its commits.
+    _produce(kafka_broker, topic, rows[half:])
+    done = _cli(*argv)
+    assert done.returncode in (0, 1), done.stderr
+    everything = _published(kafka_broker, f"{topic}.verdicts")
+    keys = [(r["conversation_id"], r["index"]) for r in everything]
+    assert len(keys) == len(set(keys)), "a verdict was published twice"
+    assert _by_key(everything) == _offline(tmp_path, rows)
+    assert len(first) < len(everything)
+    assert json.loads(done.stdout)["kafka"]["restored"] > 0
+
+
+def test_a_member_killed_mid_feed_loses_no_verdict(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = f"kill-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 4)
+    rows = _interleaved(_conversations(3))
+    group = f"g-{topic}"
+    first, second = _member(kafka_broker, topic, group), _member(kafka_broker, topic, group)
+    third = len(rows) // 3
+    _produce(kafka_broker, topic, rows[:third])
+    _wait_for(lambda: len(_published(kafka_broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
+    time.sleep(1.5)  # commits with state
+    second.kill()  # SIGKILL: no revoke, no commit
+    second.communicate(timeout=30)
+    _produce(kafka_broker, topic, rows[third:])
+    offline = _offline(tmp_path, rows)
+
+    def complete() -> bool:
+        return set(_by_key(_published(kafka_broker, f"{topic}.verdicts"))) >= set(offline)
+
+    # Only verdicts decided at a conversation's end come at the end: the survivor
+    # finishes none (watch), so compare those decided by events.
+    offline = {k: v for k, v in offline.items() if v["decided_at"] is not None}
+    _wait_for(complete, 90, "every verdict decided by an event")
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode in (0, 1), err
+    published = _by_key(_published(kafka_broker, f"{topic}.verdicts"))  # duplicates agree
+    assert {k: v for k, v in published.items() if k in offline} == offline
+
+
+def test_two_members_refuse_an_unkeyed_topic(kafka_broker: KafkaBroker) -> None:
+    topic = f"unkeyed-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 4)
+    rows = _interleaved(_conversations(1))
+    kafka_broker.produce(topic, [(None, json.dumps(r)) for r in rows])
+    group = f"g-{topic}"
+    first = _member(kafka_broker, topic, group)
+    time.sleep(3)  # the first owns every partition, and reads
+    second = _member(kafka_broker, topic, group)
+    # When the second joins, the first is given half the partitions: it stops, saying
+    # why (and the second, then alone with every partition, may go on: stopped here).
+    _, first_err = first.communicate(timeout=60)
+    second.send_signal(signal.SIGTERM)
+    second.communicate(timeout=60)
+    assert first.returncode == 2, first_err
+    text = first_err
+    assert "is not keyed by conversation" in text and "mantle-stream rekey" in text
