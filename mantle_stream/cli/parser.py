@@ -260,8 +260,7 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
         "--kafka-config",
         action="append",
         metavar="KEY=VALUE",
-        help="kafka://: a librdkafka consumer setting, repeatable "
-        "(session.timeout.ms=10000, say)",
+        help="kafka://: a librdkafka consumer setting, repeatable (session.timeout.ms=10000, say)",
     )
     for topic, default, what in (
         ("verdicts", "mantle_stream.verdicts", "every verdict (key: conversation id)"),
