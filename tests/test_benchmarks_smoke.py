@@ -24,6 +24,7 @@ TABLES = {
     "feeds.py": ["path", "in memory"],
     "sql_store.py": ["conversations", "peak RSS MiB"],
     "workers.py": ["source", "speed-up"],
+    "kafka.py": ["members", "produce → verdict record"],
 }
 
 # Scripts deliberately not run here, with the reason.

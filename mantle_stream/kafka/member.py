@@ -224,7 +224,13 @@ class Member:
         last_commit = last_stats = time.monotonic()
         try:
             while not self._stopping:
-                messages = consumer.consume(500, 0.1)
+                # What has been fetched, at once; else the next message as soon as it
+                # comes (a batch call would wait out its whole timeout), then the rest.
+                messages = consumer.consume(500, 0)
+                if not messages:
+                    messages = consumer.consume(1, 0.1)
+                    if messages:
+                        messages += consumer.consume(499, 0)
                 if self._error is not None:
                     raise self._error
                 self.member_id = self.member_id or consumer.memberid() or ""
