@@ -170,9 +170,11 @@ class Member:
             admin = kafka.admin.AdminClient(client_settings(self.spec))
             [future] = admin.describe_consumer_groups([self.options.group]).values()
             group = future.result(5)
-            return sorted(f"{m.client_id}@{m.host} ({m.member_id})" for m in group.members)
-        except Exception:  # an older broker without DescribeGroups, say: not worth failing
-            return [self.member_id] if self.member_id else []
+            members = sorted(f"{m.client_id}@{m.host} ({m.member_id})" for m in group.members)
+        except Exception:  # a broker without DescribeGroups, say: not worth failing
+            members = []
+        # A broker that describes none (tansu lists no members) still had this one.
+        return members or ([self.member_id] if self.member_id else [])
 
     def lag(self) -> int:
         """Messages of the assigned partitions not read yet, from the high watermarks the
