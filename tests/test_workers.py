@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -70,7 +71,7 @@ def test_conversations_spread_over_the_workers() -> None:
 def test_a_worker_selects_its_events_and_numbers_every_conversation() -> None:
     events = [ms.Event(conversation_id=f"c{i % 5}", sequence=i // 5) for i in range(20)]
     shares = [Partition(i, 2) for i in range(2)]
-    picked = [p.select(events) for p in shares]
+    picked = [p.select(events, lambda i: b"") for p in shares]
     assert sorted(e for kept, _ in picked for e in map(id, kept)) == sorted(map(id, events))
     for (kept, where), p in zip(picked, shares, strict=True):
         positions = where if where is not None else list(range(len(events)))
@@ -124,6 +125,8 @@ def _conversation(rng: random.Random, cid: str) -> list[str]:
         lines.append(ev.line(cid, seq))
     if rng.random() < 0.2:
         lines.insert(2, calm_slot("x", 1).line(cid, 99))  # counted, read by no check
+    if rng.random() < 0.2:  # an older CALM row opens it: numbered where it stands
+        lines.insert(0, calm_slot("y", 2, with_sequence=False).line(cid, 0))
     if rng.random() < 0.2:
         lines.insert(3, lines[2])  # a duplicate
     return lines
@@ -139,7 +142,10 @@ def _odd_feed(seed: int) -> list[bytes]:
         if not conversations[cid]:
             del conversations[cid]
         if rng.random() < 0.02:
-            out.append(rng.choice(['{"conversation_id": 5}', "{broken", "", '{"no": "id"}']))
+            odd = ['{"conversation_id": 5}', "{broken", "", '{"no": "id"}']
+            # Not a flat row: its sender_id names nothing; "no conversation_id", once.
+            odd.append('{"sender_id": "conv-x", "session_started": {}}')
+            out.append(rng.choice(odd))
     return [line.encode() + b"\n" for line in out]
 
 
@@ -325,6 +331,9 @@ def test_a_live_source_refuses_more_than_one_worker(tmp_path: Path) -> None:
     done = cli("check", str(SCENARIOS), "--events", f"follow:{EVENTS}", "--workers", "2")
     assert done.returncode == 2
     assert "a live source or standard input can be read by one process only" in done.stderr
+    http = cli("check", str(SCENARIOS), "--events", "http://127.0.0.1:9", "--conversation",
+               "c1", "--workers", "2")  # fmt: skip
+    assert http.returncode == 2 and "a Rasa server's trackers are fetched" in http.stderr
     assert cli("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "0").returncode == 2
 
 
@@ -356,3 +365,60 @@ def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -
     report = json.loads(out)
     judged = report["summary"]["conversations"]
     assert 0 < judged < 400 or not report["summary"]["complete"]
+
+
+def test_sql_rows_go_by_the_conversation_their_data_names(tmp_path: Path) -> None:
+    # A row filed under c0 whose data names c1, and one that is not JSON: the worker
+    # of the conversation the line names judges it; a bad row is worker 0's.
+    db = make_db(tmp_path / "rasa.db", example_lines(), broker=True)
+    lines = example_lines()
+    other = json.loads(lines[0])
+    moved = {**other, "conversation_id": "moved-elsewhere", "sequence": 0}
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "INSERT INTO events (sender_id, data) VALUES (?, ?), (?, ?)",
+            (other["conversation_id"], json.dumps(moved), other["conversation_id"], "{broken"),
+        )
+    connection.close()
+    for policy in ("fail", "skip"):
+        runs = [
+            cli("check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--results", str(RESULTS),
+                "--format", "json", "--on-bad-event", policy, "--workers", str(n))
+            for n in (1, 2)
+        ]  # fmt: skip
+        assert (runs[1].returncode, runs[1].stdout) == (runs[0].returncode, runs[0].stdout)
+        assert sorted(runs[1].stderr.splitlines()) == sorted(runs[0].stderr.splitlines())
+        assert "bad event" in runs[0].stderr
+    assert "moved-elsewhere" in runs[0].stdout
+
+
+def test_a_pipe_is_read_by_one_process(tmp_path: Path) -> None:
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    done = cli("check", str(SCENARIOS), "--events", str(fifo), "--workers", "2")
+    assert done.returncode == 2
+    assert "is not a regular file: one process reads it" in done.stderr
+
+
+def test_workers_judge_the_scenarios_the_parent_loaded() -> None:
+    # A scenario given as a pipe can be read once only: the workers never read it again.
+    scenario = ROOT / "examples/eval/scenarios/card_replace_damaged.yml"
+    done = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m mantle_stream check <(cat "{scenario}") '
+         f'--events "{EVENTS}" --workers 2 --format json'],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    assert json.loads(done.stdout)["summary"]["conversations"] == 13
+
+
+def test_a_feed_error_in_a_worker_is_one_clear_error(tmp_path: Path) -> None:
+    folder = tmp_path / "trackers"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps({"sender_id": "c5", "events": [1]}))
+    runs = [
+        cli("check", str(SCENARIOS), "--events", str(folder), "--workers", str(n)) for n in (1, 2)
+    ]
+    assert runs[0].returncode == runs[1].returncode == 2
+    assert runs[1].stderr == runs[0].stderr
+    assert "Traceback" not in runs[1].stderr

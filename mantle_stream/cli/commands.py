@@ -564,7 +564,9 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         if is_kafka_spec(args.events[0]):
             return _kafka(args, session)
         if workers > 1:
-            merged = run_workers(args, source, workers, session.progress_total or None)
+            merged = run_workers(
+                args, source, workers, session.progress_total or None, scenarios, recorded
+            )
             if merged is not None:  # (None: a bad event ended it: judged again, in one)
                 if merged.decisions:
                     session.sinks.on_decisions(merged.decisions)
@@ -660,6 +662,11 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
     return _finish(session, outcome, member, fmt=args.format if check else "live", group=group)
 
 
+def _regular(path: str) -> bool:
+    """A file or a directory: something every worker can read whole."""
+    return os.path.isfile(path) or os.path.isdir(path)
+
+
 def _settings(pairs: list[str]) -> dict[str, str]:
     """``--kafka-config KEY=VALUE`` options as librdkafka settings."""
     settings = {}
@@ -701,6 +708,12 @@ def _one_process_only(args: argparse.Namespace) -> str | None:
         return "a Kafka topic is shared by starting more members of its consumer group"
     if any(e == "-" or e.startswith(("follow:", "tcp://", "unix:")) for e in args.events):
         return "a live source or standard input can be read by one process only"
+    if any(e.startswith(("http://", "https://")) for e in args.events):
+        return "a Rasa server's trackers are fetched, 8 at a time, by one process"
+    for source in args.events:
+        # A pipe (<(...)) or a device: each worker would read a part of it.
+        if "://" not in source and os.path.exists(source) and not _regular(source):
+            return f"`{source}` is not a regular file: one process reads it"
     return None
 
 

@@ -19,6 +19,7 @@ process, so it ends at the same event with the same report.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -26,19 +27,18 @@ import signal
 import sys
 import threading
 import time
-from types import FrameType
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 import msgspec
 
-from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped, stop_on_signals
+from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped
 from mantle_stream.core.engine.partition import Judged, Partition, merge
 from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
-from mantle_stream.core.recorded import load_results
-from mantle_stream.core.scenario.load import load_scenarios
+from mantle_stream.core.recorded import RecordedRun
+from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import Decision
-from mantle_stream.feeds.partitioned import PartitionedFeed
 from mantle_stream.outputs.progress import ReadProgress
 from mantle_stream.runner import Runner, RunOutcome
 
@@ -70,7 +70,11 @@ class _Failed(msgspec.Struct, frozen=True, tag="failed"):
 _Message = _Done | _Failed
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(_Message).decode
-_ERRORS: dict[str, type[MantleStreamError]] = {"UsageError": UsageError, "FeedError": FeedError}
+_ERRORS: dict[str, type[MantleStreamError]] = {
+    "UsageError": UsageError,
+    "FeedError": FeedError,
+    "EventError": FeedError,  # (its message names the source, the line and the event)
+}
 
 
 def cores() -> int:
@@ -86,9 +90,15 @@ def run_workers(
     source: str,
     count: int,
     progress_total: int | bool | None,
+    scenarios: list[Scenario],
+    recorded: Mapping[str, RecordedRun],
 ) -> Merged | None:
     """Judge ``args.events`` in ``count`` processes; None when a bad event ended the
-    run (the caller judges it again in one process, to end where one process ends)."""
+    run (the caller judges it again in one process, to end where one process ends).
+
+    Every worker judges ``scenarios`` and ``recorded`` as the parent loaded them
+    (inherited when forked, else pickled): never a file read again.
+    """
     context = _context()
     progress = context.Array("q", 2 * count, lock=False)
     sys.stdout.flush()
@@ -99,7 +109,7 @@ def run_workers(
         reader, writer = context.Pipe(duplex=False)
         process = context.Process(
             target=_work,
-            args=(args, source, index, count, writer, progress),
+            args=(args, source, scenarios, recorded, index, count, writer, progress, os.getpid()),
             name=f"mantle-stream worker {index + 1}/{count}",
             daemon=True,
         )
@@ -107,26 +117,38 @@ def run_workers(
         writer.close()
         readers.append(reader)
         processes.append(process)
+    told = False
 
-    def forward(signum: int, frame: FrameType | None) -> None:
+    def tell_all() -> None:
+        """SIGTERM to every worker still running, once: each stops and reports."""
+        nonlocal told
+        if told:
+            return
+        told = True
         for process in processes:
             if process.is_alive() and process.pid is not None:
-                os.kill(process.pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    received: dict[int, bytes | None] = {}
+    previous = {
+        sig: signal.signal(sig, lambda *_: tell_all()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    received: dict[int, _Message | None] = {}
     started = time.monotonic()
     try:
-        with ReadProgress(progress_total) as bar:
+        with ReadProgress(progress_total or None) as bar:
             waiting = dict(enumerate(readers))
             while waiting:
                 for ready in multiprocessing.connection.wait(list(waiting.values()), 0.1):
                     index = readers.index(ready)
                     try:
-                        received[index] = ready.recv_bytes()  # type: ignore[union-attr]
-                    except EOFError:
-                        received[index] = None
+                        message: _Message | None = _decode(ready.recv_bytes())  # type: ignore[union-attr]
+                    except (EOFError, OSError):
+                        message = None  # it died before it could say
+                    received[index] = message
                     del waiting[index]
+                    if not isinstance(message, _Done) or message.outcome.ending == "bad-event":
+                        tell_all()  # the outcome is settled: the others need not go on
                 if bar.enabled:
                     events = sum(progress[1::2])
                     elapsed = time.monotonic() - started
@@ -139,30 +161,36 @@ def run_workers(
             if process.is_alive():
                 process.kill()
                 process.join()
-    return _merge(received, processes)
+    return _merge(received, processes, interrupted=told)
 
 
 def _merge(
-    received: dict[int, bytes | None], processes: list[multiprocessing.process.BaseProcess]
+    received: dict[int, _Message | None],
+    processes: list[multiprocessing.process.BaseProcess],
+    *,
+    interrupted: bool,
 ) -> Merged | None:
     done: list[_Done] = []
     for index in sorted(received):
-        data = received[index]
-        if data is None:
+        message = received[index]
+        if isinstance(message, _Failed):
+            raise _ERRORS.get(message.kind, MantleStreamError)(message.message)
+    if any(isinstance(m, _Done) and m.outcome.ending == "bad-event" for m in received.values()):
+        return None  # judged again in one process, to end where it ends
+    for index in sorted(received):
+        message = received[index]
+        if message is None:
             code = processes[index].exitcode
             raise MantleStreamError(
                 f"worker {index + 1} of {len(processes)} ended without a result "
                 f"(exit status {code})"
             )
-        message = _decode(data)
-        if isinstance(message, _Failed):
-            raise _ERRORS.get(message.kind, MantleStreamError)(message.message)
+        assert isinstance(message, _Done)
         done.append(message)
     endings = {d.outcome.ending for d in done}
-    if "bad-event" in endings:
-        return None
     judged = merge([d.judged for d in done])
-    outcome = RunOutcome("cancelled" if "cancelled" in endings else "end-of-input")
+    cancelled = interrupted or "cancelled" in endings
+    outcome = RunOutcome("cancelled" if cancelled else "end-of-input")
     return Merged(outcome, judged, judged_decisions(judged, done))
 
 
@@ -186,39 +214,73 @@ def _context() -> Any:
 def _work(
     args: argparse.Namespace,
     source: str,
+    scenarios: list[Scenario],
+    recorded: Mapping[str, RecordedRun],
     index: int,
     count: int,
     pipe: multiprocessing.connection.Connection,
     progress: Any,
+    parent: int,
 ) -> None:
-    """One worker: judge this partition's conversations, send what was judged."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent says when to stop (SIGTERM)
+    """One worker: judge this partition's conversations, send what was judged.
+
+    The parent says when to stop (SIGTERM; Ctrl-C reaches it alone): from the
+    first instant a SIGTERM is noted, then handed to the runner, and ignored
+    while the result is put together and sent, so it always arrives.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    asked = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: asked.set())
     try:
-        message: _Message = _judge(args, source, Partition(index, count), progress)
-    except MantleStreamError as exc:
-        message = _Failed(type(exc).__name__, str(exc))
+        message: _Message = _judge(
+            args, source, scenarios, recorded, Partition(index, count), progress, asked, parent
+        )
+    except BaseException as exc:
+        error = _user_error(exc)
+        if error is None:
+            raise
+        message = _Failed(type(error).__name__, str(error))
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     pipe.send_bytes(_encode(message))
     pipe.close()
+
+
+def _user_error(exc: BaseException) -> MantleStreamError | None:
+    """The user's error in ``exc``, unwrapped from task groups' exception groups."""
+    if isinstance(exc, MantleStreamError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _user_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def _judge(
     args: argparse.Namespace,
     source: str,
+    scenarios: list[Scenario],
+    recorded: Mapping[str, RecordedRun],
     partition: Partition,
     progress: Any,
+    asked: threading.Event,
+    parent: int,
 ) -> _Done:
-    scenarios = load_scenarios(args.scenarios)
-    recorded = load_results(args.results) if args.results else {}
     evaluator = evaluator_for(args, scenarios, recorded, source, partition)
     decisions: list[Decision] = []
     slot = 2 * partition.index
 
-    async def count_progress(feed: object, runner: Runner) -> None:
+    async def watch(runner: Runner) -> None:
+        """Progress into shared memory; a stop asked for (or the parent gone) obeyed."""
         while True:
-            whole = feed.bytes_read if isinstance(feed, PartitionedFeed) else runner.bytes_read
-            progress[slot] = whole
+            progress[slot] = runner.bytes_read
             progress[slot + 1] = evaluator.statistics().events
-            await anyio.sleep(0.1)
+            if asked.is_set() or os.getppid() != parent:
+                runner.stop()
+                return
+            await anyio.sleep(0.05)
 
     async def go() -> RunOutcome:
         runner = Runner(
@@ -230,13 +292,20 @@ def _judge(
         )
         outcome = RunOutcome("cancelled")
         async with feed_for(args, recorded, partition) as feed, anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signals, runner, signal.SIGTERM)
-            tg.start_soon(count_progress, feed, runner)
-            outcome = await runner.run(feed)
-            tg.cancel_scope.cancel()
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+
+                async def forward() -> None:
+                    async for _ in signals:
+                        asked.set()
+
+                tg.start_soon(forward)
+                tg.start_soon(watch, runner)
+                outcome = await runner.run(feed)
+                tg.cancel_scope.cancel()
         return outcome
 
     outcome = anyio.run(go)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the result goes out whatever comes
     judged = evaluator.judged()
     first_seen = [partition.ordinal(r.conversation_id) for r in judged.results]
     first_seen += [partition.ordinal(u.conversation_id) for u in judged.unmatched]

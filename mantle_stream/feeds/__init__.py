@@ -20,7 +20,6 @@ from mantle_stream.feeds.files import FileFeed
 from mantle_stream.feeds.follow import FollowFeed, FollowOptions
 from mantle_stream.feeds.http import HttpFeed, HttpOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
-from mantle_stream.feeds.partitioned import PartitionedFeed
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
 from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec, redact
 
@@ -101,20 +100,20 @@ def open_feed(
     sql: SqlOptions | None = None,
     partition: Partition | None = None,
 ) -> Feed:
-    """The feed for a ``--events`` source (see :func:`_open`); with ``partition``, only
-    the conversations that worker judges (``check --workers``): a SQL store and a
-    Rasa server are asked for them, other sources are read whole and filtered."""
+    """The feed for a ``--events`` source (see :func:`_open`); with ``partition``
+    (``check --workers``), a SQL store and a Rasa server are asked for only that
+    worker's conversations. Other sources are read whole: the worker's evaluator
+    keeps its own events (:meth:`Partition.select`)."""
     if partition is None:
         return _open(spec, max_line_bytes, stdin, follow, listen, http, sql)
     sql = dataclasses.replace(sql or SqlOptions(), partition=partition)
+    if not isinstance(spec, str) and len(spec) == 1:
+        spec = spec[0]
     if http is not None and isinstance(spec, str) and spec.startswith(("http://", "https://")):
         # (Numbered in the order the trackers are handed on.)
         mine = tuple(c for c in http.conversations if partition.owns(c))
         http = dataclasses.replace(http, conversations=mine)
-    feed = _open(spec, max_line_bytes, stdin, follow, listen, http, sql)
-    if isinstance(feed, SqlFeed | HttpFeed | Invalid):
-        return feed
-    return PartitionedFeed(feed, partition)
+    return _open(spec, max_line_bytes, stdin, follow, listen, http, sql)
 
 
 def _open(

@@ -221,14 +221,33 @@ class _Names(msgspec.Struct):
 _names = msgspec.json.Decoder(_Names).decode
 
 
-def _line(data: Any, sender_id: Any, limit: int) -> bytes:
-    """One row's ``data`` as one JSON line naming its conversation."""
+def _raw(data: Any) -> bytes:
+    """A row's ``data`` column as JSON bytes."""
     if isinstance(data, str):
-        raw = data.encode()
-    elif isinstance(data, bytes | bytearray | memoryview):
-        raw = bytes(data)
-    else:  # a json/jsonb column comes decoded, NULL as None
-        raw = _encode(data)
+        return data.encode()
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    return _encode(data)  # a json/jsonb column comes decoded, NULL as None
+
+
+def _conversation(raw: bytes, sender_id: Any, limit: int) -> str | None:
+    """The conversation the row's line (:func:`_line`) will name, found without decoding
+    it whole; None when the line will not be an event that names one (a bad row)."""
+    if len(raw) > limit:
+        return None  # cut off: a bad event
+    try:
+        names = _names(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None  # not an object of these types: judged bad, or looked at whole
+    if names.conversation_id:
+        return names.conversation_id
+    if names.event is not msgspec.UNSET and names.sender_id:
+        return names.sender_id
+    return sender_id if isinstance(sender_id, str) and sender_id else None  # given it
+
+
+def _line(raw: bytes, sender_id: Any, limit: int) -> bytes:
+    """One row's ``data`` (:func:`_raw`) as one JSON line naming its conversation."""
     if len(raw) <= limit and b"\n" not in raw and b"\r" not in raw:
         try:
             names = _names(raw)
@@ -386,11 +405,17 @@ class SqlFeed(QueuedFeed):
         partition = self._options.partition
         ids: list[int] = []
         lines: list[bytes] = []
+        limit = self._max_line_bytes
         for row_id, sender_id, data in rows:
-            if partition is not None and not partition.owns(str(sender_id)):
-                continue
+            raw = _raw(data)
+            if partition is not None:
+                # By the conversation the line names, as the evaluator reads it (a row
+                # that names none, or is bad, is worker 0's, which reports it).
+                cid = _conversation(raw, sender_id, limit)
+                if not (partition.owns(cid) if cid else partition.index == 0):
+                    continue
             ids.append(int(row_id))
-            lines.append(_line(data, sender_id, self._max_line_bytes))
+            lines.append(_line(raw, sender_id, limit))
         chunks: list[Chunk] = []
         done = 0
         for piece in split_lines(b"".join(lines)):

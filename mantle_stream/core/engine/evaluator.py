@@ -301,7 +301,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 events = None
         where: list[int] | None = None  # each event's line, when some are another worker's
         if events is not None and self.partition is not None:
-            events, where = self.partition.select(events)
+            events, where = self.partition.select(events, LineFinder(chunk).line)
         out: list[Decision] = []
         if events is None:
             for offset, line in enumerate(chunk.split(b"\n")):

@@ -20,7 +20,7 @@ and the JUnit file made from the merge hold what one process's hold.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import TypeVar
@@ -49,19 +49,22 @@ class _Key(msgspec.Struct):
 
     conversation_id: str | None = None
     sender_id: str | None = None
+    event: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # set: a flat row
 
 
 _key = msgspec.json.Decoder(_Key).decode
 
 
 def conversation_of(line: bytes) -> str | None:
-    """The conversation a JSON line names (``conversation_id``, or a flat row's
-    ``sender_id``), decoding only those fields; None when it names none or is not JSON."""
+    """The conversation a JSON line names as the engine reads it (``conversation_id``,
+    or a flat row's ``sender_id``), decoding only those fields; None when it names
+    none or is not JSON."""
     try:
         key = _key(line)
     except (msgspec.DecodeError, RecursionError):
         return None
-    return key.conversation_id or key.sender_id or None
+    flat = key.event is not msgspec.UNSET
+    return key.conversation_id or (key.sender_id if flat else None) or None
 
 
 class Partition:
@@ -99,12 +102,21 @@ class Partition:
         """The conversation's number in order of first appearance (unseen: after all)."""
         return self.ordinals.get(conversation_id, len(self.ordinals))
 
-    def select(self, events: list[E]) -> tuple[list[E], list[int] | None]:
-        """This worker's events, and their positions among ``events`` when not all are."""
+    def select(
+        self, events: list[E], line: Callable[[int], bytes]
+    ) -> tuple[list[E], list[int] | None]:
+        """This worker's events, and their positions among ``events`` when not all are.
+
+        ``line(i)`` is event ``i``'s line (asked for in increasing order, for the
+        rare events that do not name their conversation: flat rows are numbered
+        where they stand)."""
         ids = list(map(_conversation, events))
         ordinals = self.ordinals
         if not ordinals.keys() >= set(ids):
-            for cid in dict.fromkeys(ids):  # numbered in order of first appearance
+            named: list[str | None] = ids
+            if "" in ids:
+                named = [cid or conversation_of(line(i)) for i, cid in enumerate(ids)]
+            for cid in dict.fromkeys(named):  # numbered in order of first appearance
                 if cid and cid not in ordinals:
                     self._see(cid)
         kept = list(map(self._mine.__contains__, ids))
