@@ -224,9 +224,11 @@ class _Session:
         # Every batch of decisions and every stop message goes to each sink, in
         # this order; the final report too (_finish), then they are closed (close).
         self.sinks = Sinks()
+        self.jsonl: JsonlWriter | None = None
         if args.jsonl:
             overwrite = getattr(args, "jsonl_mode", "") == "overwrite"
-            self.sinks.append(JsonlWriter.open(args.jsonl, overwrite=overwrite))
+            self.jsonl = JsonlWriter.open(args.jsonl, overwrite=overwrite)
+            self.sinks.append(self.jsonl)
         self.junit: JunitWriter | None = None
         if args.junit:
             junit = self.junit = JunitWriter(args.junit)
@@ -568,8 +570,8 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                 args, source, workers, session.progress_total or None, scenarios, recorded
             )
             if merged is not None:  # (None: a bad event ended it: judged again, in one)
-                if merged.decisions:
-                    session.sinks.on_decisions(merged.decisions)
+                if session.jsonl is not None:  # (the only sink a check gives decisions)
+                    session.jsonl.write_lines(merged.lines)
                 return _finish(session, merged.outcome, None, fmt=args.format, judged=merged.judged)
         outcome, runner = anyio.run(go)
         return _finish(

@@ -39,6 +39,7 @@ from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import Decision
+from mantle_stream.outputs.jsonl import JsonlWriter
 from mantle_stream.outputs.progress import ReadProgress
 from mantle_stream.runner import Runner, RunOutcome
 
@@ -49,17 +50,18 @@ AUTO_MIN_BYTES = 4 << 20
 
 
 class Merged(msgspec.Struct, frozen=True):
-    """The workers' outcomes as one run's."""
+    """The workers' outcomes as one run's; ``lines``: the JSONL verdict lines, grouped
+    by conversation in the report's order (empty without ``--jsonl``)."""
 
     outcome: RunOutcome
     judged: Judged
-    decisions: list[Decision]
+    lines: bytes
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
     outcome: RunOutcome
     judged: Judged
-    decisions: list[Decision]
+    lines: dict[str, bytes]  # per conversation, its JSONL lines in the order decided
 
 
 class _Failed(msgspec.Struct, frozen=True, tag="failed"):
@@ -191,16 +193,12 @@ def _merge(
     judged = merge([d.judged for d in done])
     cancelled = interrupted or "cancelled" in endings
     outcome = RunOutcome("cancelled" if cancelled else "end-of-input")
-    return Merged(outcome, judged, judged_decisions(judged, done))
-
-
-def judged_decisions(judged: Judged, done: list[_Done]) -> list[Decision]:
-    """Every worker's verdict lines grouped by conversation, in the merged order."""
-    order = {r.conversation_id: i for i, r in enumerate(judged.results)}
-    return sorted(
-        (d for part in done for d in part.decisions),
-        key=lambda d: order.get(d.conversation_id, len(order)),
-    )
+    lines: dict[str, bytes] = {}
+    for part in done:
+        lines.update(part.lines)
+    # Grouped by conversation, in the report's order: bytes the workers encoded.
+    grouped = b"".join(lines.get(r.conversation_id, b"") for r in judged.results)
+    return Merged(outcome, judged, grouped)
 
 
 def _context() -> Any:
@@ -269,8 +267,12 @@ def _judge(
     parent: int,
 ) -> _Done:
     evaluator = evaluator_for(args, scenarios, recorded, source, partition)
-    decisions: list[Decision] = []
+    lines: dict[str, list[Decision]] = {}
     slot = 2 * partition.index
+
+    def keep(decisions: list[Decision]) -> None:
+        for d in decisions:
+            lines.setdefault(d.conversation_id, []).append(d)
 
     async def watch(runner: Runner) -> None:
         """Progress into shared memory; a stop asked for (or the parent gone) obeyed."""
@@ -285,7 +287,7 @@ def _judge(
     async def go() -> RunOutcome:
         runner = Runner(
             evaluator,
-            on_decisions=decisions.extend if args.jsonl else None,
+            on_decisions=keep if args.jsonl else None,
             skip_bad_events=args.on_bad_event == "skip",
             on_bad=say_skipped,
             gap_timeout=args.gap_timeout,
@@ -310,4 +312,5 @@ def _judge(
     first_seen = [partition.ordinal(r.conversation_id) for r in judged.results]
     first_seen += [partition.ordinal(u.conversation_id) for u in judged.unmatched]
     judged = msgspec.structs.replace(judged, first_seen=first_seen)
-    return _Done(outcome, judged, decisions)
+    encoded = {cid: JsonlWriter.lines(kept) for cid, kept in lines.items()}
+    return _Done(outcome, judged, encoded)

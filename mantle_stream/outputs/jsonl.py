@@ -48,10 +48,18 @@ class JsonlWriter:
         except OSError as exc:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
 
+    @staticmethod
+    def lines(decisions: Iterable[Decision]) -> bytes:
+        """The lines of ``decisions``, as :meth:`write` writes them."""
+        return b"".join([_encode(_record(d)) + b"\n" for d in decisions])
+
     def write(self, decisions: Iterable[Decision]) -> None:
-        lines = [_encode(_record(d)) + b"\n" for d in decisions]
-        if lines:
-            self._fh.write(b"".join(lines))
+        self.write_lines(self.lines(decisions))
+
+    def write_lines(self, data: bytes) -> None:
+        """Lines made by :meth:`lines` (by another process, say), written and flushed."""
+        if data:
+            self._fh.write(data)
             self._fh.flush()
 
     def on_decisions(self, decisions: list[Decision]) -> None:
