@@ -211,7 +211,9 @@ def test_a_member_killed_mid_feed_loses_no_verdict(
     assert {k: v for k, v in published.items() if k in offline} == offline
 
 
-def test_two_members_refuse_an_unkeyed_topic(kafka_broker: KafkaBroker) -> None:
+def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
     topic = f"unkeyed-{uuid.uuid4().hex[:8]}"
     kafka_broker.create_topic(topic, 4)
     rows = _interleaved(_conversations(1))
@@ -228,3 +230,18 @@ def test_two_members_refuse_an_unkeyed_topic(kafka_broker: KafkaBroker) -> None:
     assert first.returncode == 2, first_err
     text = first_err
     assert "is not keyed by conversation" in text and "mantle-stream rekey" in text
+    # After rekey, two members share the keyed copy and publish the offline verdicts.
+    rekeyed = _cli("rekey", f"kafka://{kafka_broker.bootstrap}/{topic}")
+    assert rekeyed.returncode == 0, rekeyed.stderr
+    keyed = f"{topic}.by_conversation"
+    argv = [sys.executable, "-m", "mantle_stream", "check", str(SCENARIO), "--events",
+            f"kafka://{kafka_broker.bootstrap}/{keyed}", "--group", f"g-{keyed}",
+            *_topics(keyed), *FAST, "--format", "json"]  # fmt: skip
+    members = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        for _ in range(2)
+    ]
+    for member in members:
+        _, err = member.communicate(timeout=120)
+        assert member.returncode in (0, 1), err
+    assert _by_key(_published(kafka_broker, f"{keyed}.verdicts")) == _offline(tmp_path, rows)
