@@ -231,7 +231,7 @@ def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(
     text = first_err
     assert "is not keyed by conversation" in text and "mantle-stream rekey" in text
     # After rekey, two members share the keyed copy and publish the offline verdicts.
-    rekeyed = _cli("rekey", f"kafka://{kafka_broker.bootstrap}/{topic}")
+    rekeyed = _cli("rekey", f"kafka://{kafka_broker.bootstrap}/{topic}", *FAST)
     assert rekeyed.returncode == 0, rekeyed.stderr
     keyed = f"{topic}.by_conversation"
     argv = [sys.executable, "-m", "mantle_stream", "check", str(SCENARIO), "--events",

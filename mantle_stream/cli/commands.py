@@ -48,7 +48,7 @@ from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.feeds.files import event_files
 from mantle_stream.feeds.sql import is_sql_spec, redact
-from mantle_stream.kafka.options import is_kafka_spec
+from mantle_stream.kafka.options import is_kafka_spec, kafka_settings
 from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.html import HtmlWriter
 from mantle_stream.outputs.jsonl import JsonlWriter
@@ -600,7 +600,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         stats_interval=args.stats_interval,
         until_end=check,
         linger=args.linger if args.linger is not None else 1.0,
-        consumer=_settings(args.kafka_config or []),
+        consumer=kafka_settings(args.kafka_config or []),
     )
     live: Live | None = None
     drawn = 0.0
@@ -667,17 +667,6 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
 def _regular(path: str) -> bool:
     """A file or a directory: something every worker can read whole."""
     return os.path.isfile(path) or os.path.isdir(path)
-
-
-def _settings(pairs: list[str]) -> dict[str, str]:
-    """``--kafka-config KEY=VALUE`` options as librdkafka settings."""
-    settings = {}
-    for pair in pairs:
-        key, equals, value = pair.partition("=")
-        if not equals or not key.strip():
-            raise UsageError(f"--kafka-config `{pair}`: expected KEY=VALUE")
-        settings[key.strip()] = value.strip()
-    return settings
 
 
 def _workers(args: argparse.Namespace, size: int | bool | None) -> int:

@@ -452,6 +452,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep copying what arrives (default: stop at the end of every partition)",
     )
+    rekey.add_argument(
+        "--kafka-config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a librdkafka consumer setting, repeatable (session.timeout.ms=10000, say)",
+    )
     return parser
 
 

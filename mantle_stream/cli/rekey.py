@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TextIO
 
-from mantle_stream.kafka.options import parse_kafka_spec
+from mantle_stream.kafka.options import kafka_settings, parse_kafka_spec
 from mantle_stream.kafka.rekey import RekeyStats, rekey
 
 __all__ = ["run_rekey", "summary"]
@@ -49,6 +49,7 @@ def run_rekey(args: argparse.Namespace) -> int:
             stop=stop,
             on_progress=out.progress,
             on_note=out.note,
+            consumer_settings=kafka_settings(args.kafka_config or []) or None,
         )
     out.done(stats)
     return EXIT_INTERRUPTED if stats.stopped and not args.follow else EXIT_OK

@@ -23,6 +23,7 @@ __all__ = [
     "KafkaSpec",
     "client_settings",
     "is_kafka_spec",
+    "kafka_settings",
     "parse_kafka_spec",
     "spec_from_broker",
 ]
@@ -106,6 +107,17 @@ def parse_kafka_spec(spec: str) -> KafkaSpec:
             known = ", ".join(sorted((*_SETTINGS, *_FLAGS)))
             raise UsageError(f"`{key}` is not a Kafka setting this source reads; known: {known}")
     return KafkaSpec(netloc, topic, settings)
+
+
+def kafka_settings(pairs: list[str]) -> dict[str, str]:
+    """``--kafka-config KEY=VALUE`` options as librdkafka settings."""
+    settings = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"--kafka-config `{pair}`: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings
 
 
 def client_settings(spec: KafkaSpec) -> dict[str, str]:
