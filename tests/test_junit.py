@@ -10,15 +10,18 @@ validated against ``tests/data/junit-mantle.xsd`` and read back with
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import junitparser
 import xmlschema
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mantle_stream as ms
 from mantle_stream.core.recorded import RecordedRun
-from mantle_stream.outputs.junit import UNMATCHED_SUITE, JunitWriter, junit_xml
+from mantle_stream.outputs.junit import UNMATCHED_SUITE, JunitWriter, _Suite, junit_xml
 from mantle_stream.outputs.report import Report
 
 from _harness import line
@@ -215,3 +218,41 @@ def test_control_characters_in_data_never_make_the_file_unreadable(tmp_path: Pat
     parsed = read(xml)  # well-formed, valid, and read by junitparser
     assert "a\\x01b<&\\x1b[31m" in xml.decode().replace("&lt;", "<").replace("&amp;", "&")
     assert sum(1 for _ in parsed) == 1
+
+
+# Any text a reason, a file name or an id may hold: markup, quotes, whitespace
+# ElementTree escapes in attributes, characters XML forbids, and beyond the BMP.
+_ODD = st.text(
+    alphabet=st.sampled_from(list("aZ &<>\"'\t\r\n\x00\x01\x1f\x7f é€😀]]>")), max_size=30
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    attributes=st.lists(
+        st.tuples(st.sampled_from(["name", "classname", "file"]), _ODD), max_size=3
+    ),
+    properties=st.lists(st.tuples(_ODD, _ODD), max_size=4),
+    tag=st.sampled_from(["failure", "error", "skipped", "system-out"]),
+    outcome_attributes=st.lists(st.tuples(st.sampled_from(["message", "type"]), _ODD), max_size=2),
+    text=st.none() | _ODD,
+)
+def test_a_case_is_written_as_elementtree_writes_it(
+    attributes: list[tuple[str, str]],
+    properties: list[tuple[str, str]],
+    tag: str,
+    outcome_attributes: list[tuple[str, str]],
+    text: str | None,
+) -> None:
+    # The fast writer (no element built) against the element ElementTree serialises.
+    attributes = list(dict(attributes).items())  # an attribute once
+    outcome_attributes = list(dict(outcome_attributes).items())
+    case = ET.Element("testcase", dict(attributes))
+    props = ET.SubElement(case, "properties")
+    for name, value in properties:
+        ET.SubElement(props, "property", name=name, value=value)
+    ET.SubElement(case, tag, dict(outcome_attributes)).text = text
+    reference, fast = io.BytesIO(), io.BytesIO()
+    _Suite("s", reference).write(case)
+    _Suite("s", fast).write_case(attributes, properties, (tag, outcome_attributes, text))
+    assert fast.getvalue() == reference.getvalue()
