@@ -158,12 +158,13 @@ def test_a_restart_from_committed_offsets_publishes_nothing_twice(
     argv = ["check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
             "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json"]  # fmt: skip
     # `watch` leaves open conversations open (their state is saved): stopped by SIGTERM.
-    member = _member(kafka_broker, topic, f"g-{topic}")
+    member = _member(kafka_broker, topic, f"g-{topic}", "--gap-timeout", "0.5")
     _wait_for(lambda: len(_published(kafka_broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
     time.sleep(2)  # a commit or two
     member.send_signal(signal.SIGTERM)
-    member.communicate(timeout=60)
-    assert member.returncode in (0, 1)
+    _, err = member.communicate(timeout=60)
+    assert member.returncode in (0, 1), err  # its open conversations in its report
+
     first = _published(kafka_broker, f"{topic}.verdicts")
     # The rest of the events arrive; a new run of the group resumes from its commits.
     _produce(kafka_broker, topic, rows[half:])
@@ -245,3 +246,64 @@ def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(
         _, err = member.communicate(timeout=120)
         assert member.returncode in (0, 1), err
     assert _by_key(_published(kafka_broker, f"{keyed}.verdicts")) == _offline(tmp_path, rows)
+
+
+def test_a_bad_event_loses_no_verdict_of_the_events_before_it(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # The default policy stops at the bad event: what came before it is published and
+    # committed; a run that skips bad events goes on from there, and nothing is lost.
+    topic = f"bad-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 1)
+    rows = _interleaved(_conversations(1))
+    cut = len(rows) // 2
+    messages = [(r["conversation_id"], json.dumps(r)) for r in rows]
+    messages.insert(cut, (rows[cut]["conversation_id"], "{broken"))
+    kafka_broker.produce(topic, messages)
+    argv = ["check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
+            "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json"]  # fmt: skip
+    stopped = _cli(*argv)
+    assert stopped.returncode == 2 and "bad event" in stopped.stderr
+    assert len(_published(kafka_broker, f"{topic}.verdicts")) > 0
+    done = _cli(*argv, "--on-bad-event", "skip")
+    assert done.returncode in (0, 1), done.stderr
+    everything = _published(kafka_broker, f"{topic}.verdicts")
+    assert _by_key(everything) == _offline(tmp_path, rows)
+
+
+def test_several_scenarios_and_a_junk_row_in_a_keyed_topic(kafka_broker: KafkaBroker) -> None:
+    # Conversations that name no scenario are not judged (nor saved); a row that names
+    # no conversation, copied unkeyed, is a bad event, not a reason to refuse the group.
+    topic = f"multi-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    rows = [json.loads(line) for line in EVENTS.read_text().splitlines()]  # the results' ids
+    kafka_broker.produce(
+        topic, [(r["conversation_id"], json.dumps(r)) for r in rows] + [(None, "{junk")]
+    )
+    scenarios = str(SCENARIO.parent)
+    argv = ["check", scenarios, "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
+            "--group", f"g-{topic}", *_topics(topic), *FAST, "--on-bad-event", "skip",
+            "--format", "json",
+            "--results", str(ROOT / "examples/eval/results/2026-12-01T09-00-00")]  # fmt: skip
+    members = [
+        subprocess.Popen(
+            [sys.executable, "-m", "mantle_stream", *argv],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    judged = 0
+    for member in members:
+        out, err = member.communicate(timeout=120)
+        assert member.returncode in (0, 1), err
+        assert "Traceback" not in err and "is not keyed" not in err
+        judged += len(json.loads(out)["conversations"]) if out.strip() else 0
+    assert judged == 13
+    unnamed = _member(kafka_broker, topic, f"w-{topic}")  # no --results: none judged
+    time.sleep(3)
+    unnamed.send_signal(signal.SIGTERM)
+    _, err = unnamed.communicate(timeout=60)
+    assert "Traceback" not in err

@@ -18,8 +18,9 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -59,6 +60,7 @@ from mantle_stream.outputs.progress import ReadProgress
 from mantle_stream.outputs.report import (
     EXIT_ERROR,
     EXIT_FAILED,
+    EXIT_OK,
     GroupReport,
     build_report,
     exit_status,
@@ -203,7 +205,9 @@ class _Progress(Protocol):
     def events_per_second(self) -> float: ...
 
     latest: deque[Decision]
-    stopped_early: list[str]
+
+    @property
+    def stopped_early(self) -> Sequence[str]: ...
 
 
 class _Session:
@@ -400,6 +404,12 @@ def _finish(
     if outcome.ending == "cancelled":
         print("mantle-stream: interrupted; verdicts still pending were not judged", file=sys.stderr)
         return EXIT_FAILED if report.summary.failed else EXIT_INTERRUPTED
+    nothing = not report.summary.conversations and not report.summary.unmatched
+    if group is not None and nothing:
+        # A member of a group may be given nothing new: the others judged it.
+        print(f"mantle-stream: nothing new for this member of group `{group.group}`",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_OK
     if not report.conversations:
         print("mantle-stream: error: the feed held no conversation to judge", file=sys.stderr)
     problems = strict_problems(report) if getattr(session.args, "strict", False) else []
@@ -455,6 +465,12 @@ def _check_arguments(args: argparse.Namespace) -> None:
             raise UsageError(
                 "--state: a Kafka member keeps its conversations' state in the state topic "
                 "(--state-topic), which moves with its partitions"
+            )
+        if args.fail_fast or args.idle_timeout is not None:
+            option = "--fail-fast" if args.fail_fast else "--idle-timeout"
+            raise UsageError(
+                f"{option} is not for kafka:// sources: a group member judges what its "
+                "partitions hold for as long as it runs"
             )
     if args.since and not any(is_sql_spec(e.removeprefix("follow:")) for e in args.events):
         raise UsageError("--since filters rows of a SQL store (sqlite:///, postgresql://) only")
@@ -591,15 +607,22 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
 
     spec = parse_kafka_spec(args.events[0])
     check = args.command == "check"
+    # A check re-judges the whole topic: a group of its own unless told to share one
+    # (the live group's committed offsets would have it read only what is new).
+    group = args.group or (
+        "mantle_stream.check." + uuid.uuid4().hex[:12] if check else "mantle_stream"
+    )
     options = KafkaOptions(
-        group=args.group,
+        group=group,
         offsets=args.offsets or ("earliest" if check else "latest"),
         verdicts_topic=args.verdicts_topic,
         stops_topic=args.stops_topic,
-        state_topic=args.state_topic,
+        # A group's own: another group's (or topic's) conversations are not its to resume.
+        state_topic=args.state_topic or f"mantle_stream.state.{group}.{spec.topic}",
         stats_interval=args.stats_interval,
         until_end=check,
         linger=args.linger if args.linger is not None else 1.0,
+        gap_timeout=args.gap_timeout,
         consumer=kafka_settings(args.kafka_config or []),
     )
     live: Live | None = None
@@ -610,7 +633,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         now = time.monotonic()
         if live is not None and now - drawn >= 1 / 8:
             drawn = now
-            session.source = f"kafka {spec.topic} · group {args.group} · lag {member.lag():,}"
+            session.source = f"kafka {spec.topic} · group {group} · lag {member.lag():,}"
             live.update(LiveView(session.snapshot(member)), refresh=True)
 
     member = Member(
@@ -625,7 +648,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
     previous = {
         sig: signal.signal(sig, lambda *_: member.stop()) for sig in (signal.SIGINT, signal.SIGTERM)
     }
-    print(f"mantle-stream: joining group `{args.group}` on {redact(args.events[0])}",
+    print(f"mantle-stream: joining group `{group}` on {redact(args.events[0])}",
           file=sys.stderr, flush=True)  # fmt: skip
     outcome = RunOutcome("end-of-input" if check else "ended")
     try:
@@ -650,8 +673,8 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     stats = member.stats()
-    group = GroupReport(
-        group=args.group,
+    report_group = GroupReport(
+        group=group,
         topic=spec.topic,
         member=stats.member,
         members=member.group_members,
@@ -661,7 +684,8 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         restored=stats.restored,
     )
     outcome = msgspec.structs.replace(outcome, stopped_early=tuple(member.stopped_early))
-    return _finish(session, outcome, member, fmt=args.format if check else "live", group=group)
+    fmt = args.format if check else "live"
+    return _finish(session, outcome, member, fmt=fmt, group=report_group)
 
 
 def _regular(path: str) -> bool:

@@ -241,8 +241,8 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--group",
-        default="mantle_stream",
-        help="kafka://: the consumer group this process joins (default: mantle_stream)",
+        help="kafka://: the consumer group this process joins (default: mantle_stream for "
+        "watch; for check a group of its own, so it reads the whole topic)",
     )
     p.add_argument(
         "--offsets",
@@ -265,11 +265,11 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
     for topic, default, what in (
         ("verdicts", "mantle_stream.verdicts", "every verdict (key: conversation id)"),
         ("stops", "mantle_stream.stops", "every stop message"),
-        ("state", "mantle_stream.state", "open conversations' state (compacted)"),
+        ("state", "mantle_stream.state.GROUP.TOPIC", "open conversations' state (compacted)"),
     ):
         p.add_argument(
             f"--{topic}-topic",
-            default=default,
+            default=None if topic == "state" else default,
             metavar="TOPIC",
             help=f"kafka://: the topic of {what} (default: {default})",
         )

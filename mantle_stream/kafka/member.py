@@ -48,6 +48,7 @@ from typing import Any
 import msgspec
 
 from mantle_stream.core.engine.checkpoints import ConversationState
+from mantle_stream.core.engine.conversation import Naming
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import conversation_of
 from mantle_stream.core.errors import EventError, FeedError, UsageError
@@ -110,12 +111,20 @@ class Member:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.latest: deque[Decision] = deque(maxlen=20)
-        self.stopped_early: list[str] = []
+        self.stopped_early: deque[str] = deque(maxlen=10_000)
         self._stopping = False
-        self._owner: dict[str, int] = {}  # open conversation -> its partition
+        self._owner: dict[str, int] = {}  # conversation -> its partition (until let go of)
+        self._last: dict[str, int] = {}  # conversation -> offset of its last message
         self._notified: set[str] = set()  # open conversations told to stop
         self._written: dict[str, int] = {}  # conversation -> events in the state written
-        self._hold_from: dict[str, tuple[int, int]] = {}  # holding -> (partition, offset)
+        self._ended: set[str] = set()  # finished, its final state written, not tombstoned
+        # Conversations whose events must be read again after a restart: holding events
+        # in a reorder window, or buffered until they name their scenario (offset, time).
+        self._hold_from: dict[str, tuple[int, int]] = {}  # -> (partition, offset)
+        self._holding_since: dict[str, float] = {}
+        self._closing = False
+        self._final_lag = 0
+        self._delivery_error: str | None = None
         self._next: dict[int, int] = {}  # partition -> offset after the last applied
         self._assigned: set[int] = set()
         self.judged_partitions: set[int] = set()  # every partition it was given
@@ -181,7 +190,7 @@ class Member:
         last fetches brought (cached: no request to the broker)."""
         consumer = self._consumer
         if consumer is None:
-            return 0
+            return self._final_lag
         kafka = _kafka()
         lag = 0
         for p in self._assigned:
@@ -204,7 +213,15 @@ class Member:
         options = self.options
         base = client_settings(self.spec)
         self._producer = kafka.Producer(
-            {**base, "enable.idempotence": True, "linger.ms": 5, "acks": "all"}
+            {
+                **base,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "acks": "all",
+                # Only failures are reported; one fails the next commit.
+                "delivery.report.only.error": True,
+                "on_delivery": self._delivered,
+            }
         )
         self._prepare_topics(kafka, base)
         consumer = self._consumer = kafka.Consumer(
@@ -239,6 +256,7 @@ class Member:
                 self._apply(messages, kafka)
                 self._producer.poll(0)
                 now = time.monotonic()
+                self._give_up_gaps(now)
                 self._rate.append((now, self.evaluator.statistics().events))
                 if now - last_commit >= options.commit_interval and self._assigned:
                     self._commit(set(self._assigned))
@@ -263,9 +281,14 @@ class Member:
             self._commit(set(self._assigned))
         finally:
             self.group_members = self.members()
-            consumer.close()  # leaves the group (on_revoke commits what is left)
-            self._producer.flush(10)
-            self.ended = time.monotonic()
+            self._final_lag = self.lag()
+            self._closing = True  # the last revoke commits, and keeps the report's conversations
+            try:
+                consumer.close()  # leaves the group
+            finally:
+                self._consumer = None
+                self._producer.flush(10)
+                self.ended = time.monotonic()
 
     def _prepare_topics(self, kafka: Any, base: dict[str, str]) -> None:
         """The source must exist; the verdicts, stops and state topics are created with
@@ -310,7 +333,12 @@ class Member:
                 continue  # fetched before a revoke: the next owner reads it
             self._eof.discard(partition)
             by_partition.setdefault(partition, []).append(message)
-            if message.key() is None and not self._unkeyed:
+            # (A row naming no conversation, which rekey copies unkeyed, is a bad event.)
+            if (
+                message.key() is None
+                and not self._unkeyed
+                and conversation_of(message.value() or b"") is not None
+            ):
                 self._unkeyed = True
                 self._refuse_unkeyed()
         if by_partition:
@@ -331,32 +359,79 @@ class Member:
                 b"\n".join(lines) + b"\n", on_bad=on_bad, first_line=0, source=where
             )
         except EventError as exc:
-            raise exc.at(offsets[(exc.line or 0)]) from None
-        owner = self._owner
+            # The events before it were applied: their verdicts go out, and the commit
+            # (on leaving) covers them, not the bad one, which a restart reads again.
+            bad = exc.line or 0
+            self._own(partition, batch[:bad], lines[:bad], offsets[0])
+            self._next[partition] = offsets[bad]
+            self._emit(exc.decisions)
+            raise exc.at(offsets[bad]) from None
+        self._own(partition, batch, lines, offsets[0])
+        self._next[partition] = offsets[-1] + 1
+        self._emit(decisions)
+
+    def _own(self, partition: int, batch: list[Any], lines: list[bytes], first: int) -> None:
+        """Note the conversations of a batch applied: their partition, their last
+        offset, and which must be read again from here after a restart."""
+        evaluator = self.evaluator
+        owner, last = self._owner, self._last
         for message, line in zip(batch, lines, strict=True):
             key = message.key()
             # Keyed by conversation, or (one member owning every partition) by its first.
             cid = key.decode(errors="replace") if key is not None else conversation_of(line)
-            if cid is not None and cid not in owner and evaluator.is_open(cid):
+            if cid is None:
+                continue
+            if cid not in owner:
+                naming = evaluator.naming(cid)
+                if naming == Naming.WAITING:  # buffered: read again until it is named
+                    self._hold_from.setdefault(cid, (partition, message.offset()))
+                elif naming != Naming.JUDGED:
+                    continue  # never judged here: nothing to save
                 owner[cid] = partition
-        self._next[partition] = offsets[-1] + 1
+            last[cid] = message.offset()
         if evaluator.statistics().held:
+            now = time.monotonic()
             for cid in evaluator.holding():
-                self._hold_from.setdefault(cid, (partition, offsets[0]))
-        self._emit(decisions)
+                self._hold_from.setdefault(cid, (partition, first))
+                self._holding_since.setdefault(cid, now)
+
+    def _give_up_gaps(self, now: float) -> None:
+        """A missing sequence that has not come for ``gap_timeout`` seconds is given up
+        on, as the runner does (the engine reads no clock)."""
+        if not self._holding_since:
+            return
+        holding = set(self.evaluator.holding())
+        for cid, since in list(self._holding_since.items()):
+            if cid not in holding:
+                del self._holding_since[cid]
+            elif now - since >= self.options.gap_timeout:
+                del self._holding_since[cid]
+                self._emit(self.evaluator.release_held(cid))
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None and self._delivery_error is None:
+            self._delivery_error = f"{message.topic()}: {error.str()}"
 
     def _bad(self, offsets: list[int]) -> Callable[[EventError], object]:
         assert self.on_bad is not None
         on_bad = self.on_bad
         return lambda error: on_bad(error.at(offsets[error.line or 0]))
 
+    def _produce(self, topic: str, key: str, value: bytes | None, **partition: int) -> None:
+        """Queue one record; when the producer's queue is full, wait for room."""
+        while True:
+            try:
+                self._producer.produce(topic, key=key.encode(), value=value, **partition)
+                return
+            except BufferError:
+                self._producer.poll(0.1)
+
     def _emit(self, decisions: list[Decision]) -> None:
         if not decisions:
             return
-        produce = self._producer.produce
         topic = self.options.verdicts_topic
         for d in decisions:
-            produce(topic, key=d.conversation_id.encode(), value=_encode(DecisionRecord.of(d)))
+            self._produce(topic, d.conversation_id, _encode(DecisionRecord.of(d)))
         self._published += len(decisions)
         self.latest.extend(decisions)
         if self.on_decisions is not None:
@@ -389,60 +464,86 @@ class Member:
                 assertion=VerdictRecord.of(decision),
                 events=result.events,
             )
-            self._producer.produce(
-                self.options.stops_topic, key=cid.encode(), value=_encode(message)
-            )
+            self._produce(self.options.stops_topic, cid, _encode(message))
             if self.on_stop is not None:
                 self.on_stop(message)
 
     # ------------------------------------------------------------------ commits
 
     def _commit(self, partitions: set[int]) -> None:
-        """Verdicts delivered, then the partitions' state written, then their offsets."""
+        """Verdicts delivered, then the partitions' state written, then their offsets.
+
+        A partition's offset stops at the first event of a conversation that must be
+        read again (held in a reorder window, or waiting for its scenario); the
+        conversations that finished after it keep their final state (not a
+        tombstone) until the offset passes their last event, so what is read again
+        for them is skipped."""
         if not partitions:
             return
         kafka = _kafka()
         producer = self._producer
         evaluator = self.evaluator
         producer.flush(30)
+        self._check_delivered()
         holding = set(evaluator.holding())
-        for cid in [c for c in self._hold_from if c not in holding]:
-            del self._hold_from[cid]
+        for cid in list(self._hold_from):
+            if cid not in holding and evaluator.naming(cid) != Naming.WAITING:
+                del self._hold_from[cid]
+        offsets: dict[int, int] = {}
+        for partition in partitions:
+            if partition in self._next:
+                pins = [o for p, o in self._hold_from.values() if p == partition]
+                offsets[partition] = min([self._next[partition], *pins])
+        state_topic = self.options.state_topic
         for cid, partition in list(self._owner.items()):
             if partition not in partitions:
                 continue
+            committed = offsets.get(partition, 0)
             if evaluator.is_open(cid):
+                if evaluator.naming(cid) != Naming.JUDGED:
+                    continue  # waiting for its scenario: read again, not saved
                 state = evaluator.conversation_state(cid)
+                if committed == self._next.get(partition):
+                    # Nothing of it is read again: no row without a sequence to skip.
+                    state = msgspec.structs.replace(state, unsequenced=0)
                 if self._written.get(cid) != state.events:
-                    producer.produce(
-                        self.options.state_topic,
-                        key=cid.encode(),
-                        value=_encode(state),
-                        partition=partition,
-                    )
+                    self._produce(state_topic, cid, _encode(state), partition=partition)
                     self._written[cid] = state.events
-            else:  # finished: its state is no longer needed
+            elif self._last.get(cid, -1) >= committed and evaluator.naming(cid) == Naming.JUDGED:
+                if cid not in self._ended:  # read again: its final state skips it all
+                    state = evaluator.conversation_state(cid)
+                    self._produce(state_topic, cid, _encode(state), partition=partition)
+                    self._ended.add(cid)
+                    self._written[cid] = state.events
+            else:  # finished, and never read again: its state is no longer needed
                 if cid in self._written:
-                    producer.produce(
-                        self.options.state_topic, key=cid.encode(), value=None, partition=partition
-                    )
-                    del self._written[cid]
-                del self._owner[cid]
-                self._notified.discard(cid)
+                    self._produce(state_topic, cid, None, partition=partition)
+                self._forget(cid)
         if producer.flush(30):
             raise FeedError("Kafka: verdicts or state not delivered within 30 s; not committed")
-        offsets = []
-        for partition in sorted(partitions):
-            if partition not in self._next:
-                continue
-            offset = self._next[partition]
-            for p, held_from in self._hold_from.values():
-                if p == partition:
-                    offset = min(offset, held_from)  # read again; the state skips the rest
-            offsets.append(kafka.TopicPartition(self.spec.topic, partition, offset))
+        self._check_delivered()
         if offsets:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._consumer.commit(
+                offsets=[kafka.TopicPartition(self.spec.topic, p, o) for p, o in offsets.items()],
+                asynchronous=False,
+            )
             self._commits += 1
+
+    def _check_delivered(self) -> None:
+        if self._delivery_error is not None:
+            raise FeedError(
+                f"Kafka: a record was not delivered ({self._delivery_error}); nothing committed"
+            )
+
+    def _forget(self, cid: str) -> None:
+        """Let go of a conversation's bookkeeping."""
+        self._owner.pop(cid, None)
+        self._last.pop(cid, None)
+        self._written.pop(cid, None)
+        self._ended.discard(cid)
+        self._hold_from.pop(cid, None)
+        self._holding_since.pop(cid, None)
+        self._notified.discard(cid)
 
     # ------------------------------------------------------------------ rebalances
 
@@ -476,7 +577,8 @@ class Member:
         try:
             self._commit(gone)
         finally:
-            self._let_go(gone)
+            if not self._closing:  # (leaving: its conversations stay in its report)
+                self._let_go(gone)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         # No longer a member: nothing may be committed; the next owner resumes from the
@@ -488,10 +590,7 @@ class Member:
             if partition in partitions:
                 if self.evaluator.is_open(cid):
                     self.evaluator.forget(cid)
-                del self._owner[cid]
-                self._written.pop(cid, None)
-                self._hold_from.pop(cid, None)
-                self._notified.discard(cid)
+                self._forget(cid)
         self._assigned -= partitions
         self._eof -= partitions
         for partition in partitions:
@@ -508,6 +607,7 @@ class Member:
                 **client_settings(self.spec),
                 "group.id": f"mantle_stream.restore.{uuid.uuid4().hex}",  # never commits
                 "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",  # offset 0 deleted: the first there is
                 "enable.partition.eof": True,
                 **self.options.consumer,
             }
@@ -541,12 +641,19 @@ class Member:
         finally:
             reader.close()
         for cid, (partition, value) in states.items():
-            if value is None or self.evaluator.is_open(cid):
-                continue
+            if value is None or self.evaluator.naming(cid) is not None:
+                continue  # gone, or known here already
             state = _state(value)
-            self.evaluator.restore_conversation(state)
+            try:
+                self.evaluator.restore_conversation(state)
+            except (UsageError, ValueError) as exc:  # another scenario set's state
+                print(f"mantle-stream: warning: not resumed: `{cid}`: {exc}", file=sys.stderr)
+                continue
             self._owner[cid] = partition
             self._written[cid] = state.events
+            if state.finished:
+                self._ended.add(cid)
+                self._last[cid] = -1  # tombstoned once this member commits past it
             self._restored += 1
 
     def _say_stats(self) -> None:

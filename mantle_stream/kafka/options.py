@@ -71,6 +71,7 @@ class KafkaOptions:
     stops_topic: str = "mantle_stream.stops"
     state_topic: str = "mantle_stream.state"
     commit_interval: float = 1.0
+    gap_timeout: float = 5.0  # seconds a missing sequence is waited for (--gap-timeout)
     stats_interval: float | None = None
     until_end: bool = False
     linger: float = 1.0

@@ -846,6 +846,12 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         if conv.plan is not None:
             self._judged -= 1
 
+    def naming(self, conversation_id: str) -> str | None:
+        """How far the conversation's scenario is known (a :class:`Naming` value); None
+        for a conversation not seen (or let go of)."""
+        conv = self._convs.get(conversation_id)
+        return None if conv is None else conv.naming
+
     def is_open(self, conversation_id: str) -> bool:
         """True when the conversation has had events and has not ended yet."""
         return conversation_id in self._open_convs
