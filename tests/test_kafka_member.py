@@ -307,3 +307,30 @@ def test_several_scenarios_and_a_junk_row_in_a_keyed_topic(kafka_broker: KafkaBr
     unnamed.send_signal(signal.SIGTERM)
     _, err = unnamed.communicate(timeout=60)
     assert "Traceback" not in err
+
+
+def test_more_members_than_partitions_end_their_check(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # One partition, two members: the one given none ends once the group is stable;
+    # the other judges everything.
+    topic = f"one-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 1)
+    rows = _interleaved(_conversations(1))
+    _produce(kafka_broker, topic, rows)
+    argv = ["check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
+            "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json"]  # fmt: skip
+    members = [
+        subprocess.Popen(
+            [sys.executable, "-m", "mantle_stream", *argv],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for member in members:
+        _, err = member.communicate(timeout=120)
+        assert member.returncode in (0, 1), err
+    assert _by_key(_published(kafka_broker, f"{topic}.verdicts")) == _offline(tmp_path, rows)

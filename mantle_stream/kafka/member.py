@@ -123,6 +123,9 @@ class Member:
         self._hold_from: dict[str, tuple[int, int]] = {}  # -> (partition, offset)
         self._holding_since: dict[str, float] = {}
         self._closing = False
+        self._joined = False  # the group has given it an assignment (maybe empty)
+        self._empty_since: float | None = None  # given none, the group stable, since
+        self._last_look = 0.0
         self._final_lag = 0
         self._delivery_error: str | None = None
         self._next: dict[int, int] = {}  # partition -> offset after the last applied
@@ -276,6 +279,8 @@ class Member:
                     and now - self._last_message >= options.linger
                 ):
                     break
+                if options.until_end and self._left_out(now):
+                    break
             if options.until_end:
                 self._emit(self.evaluator.finish_all())
             self._commit(set(self._assigned))
@@ -289,6 +294,31 @@ class Member:
                 self._consumer = None
                 self._producer.flush(10)
                 self.ended = time.monotonic()
+
+    def _left_out(self, now: float) -> bool:
+        """A check member the group gives no partition (more members than partitions):
+        given none, with the group stable, for ``linger`` seconds on end. (An empty
+        assignment alone is not enough: a member is given one while the group
+        rebalances.)"""
+        if self._assigned or not self._joined:
+            self._empty_since = None
+            return False
+        if now - self._last_look < 0.5:
+            return False
+        self._last_look = now
+        kafka = _kafka()
+        try:
+            admin = kafka.admin.AdminClient(client_settings(self.spec))
+            [future] = admin.describe_consumer_groups([self.options.group]).values()
+            stable = future.result(5).state == kafka.ConsumerGroupState.STABLE
+        except Exception:  # a broker that cannot say: wait until stopped
+            return False
+        if not stable:
+            self._empty_since = None
+            return False
+        if self._empty_since is None:
+            self._empty_since = now
+        return now - self._empty_since >= self.options.linger
 
     def _prepare_topics(self, kafka: Any, base: dict[str, str]) -> None:
         """The source must exist; the verdicts, stops and state topics are created with
@@ -565,6 +595,7 @@ class Member:
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         new = {tp.partition for tp in partitions}
+        self._joined = True
         self._assigned |= new
         self.judged_partitions |= new
         if self._unkeyed and len(self._assigned) < self._partition_count:
