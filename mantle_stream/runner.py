@@ -39,7 +39,7 @@ import msgspec
 from mantle_stream.core.defaults import DEFAULT_GAP_TIMEOUT
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import EventError
-from mantle_stream.core.verdicts import Decision, StopMessage, VerdictRecord
+from mantle_stream.core.verdicts import Decision, StopMessage, VerdictRecord, settling
 from mantle_stream.feeds import Chunk, Feed, Replies, open_feed
 from mantle_stream.outputs.state import remove_checkpoint, write_checkpoint
 
@@ -274,13 +274,7 @@ class Runner:
         """Stop messages for conversations this batch settled before their end."""
         evaluator = self.evaluator
         messages = []
-        # Per conversation: its first failure in this batch, else its last decision.
-        seen: dict[str, Decision] = {}
-        for d in decisions:
-            kept = seen.get(d.conversation_id)
-            if kept is None or kept.verdict != "failed":
-                seen[d.conversation_id] = d
-        for cid, decision in seen.items():
+        for cid, decision in settling(decisions).items():
             # A conversation that ended by itself has nothing left to save; one
             # from a file or pipe has no simulator to tell.
             if (
@@ -296,12 +290,7 @@ class Runner:
             evaluator.stop(cid, decision)  # what is still pending will be skipped, not judged
             # Settled now, so this batch holds the first failure, or (all passed)
             # the last decision.
-            message = StopMessage(
-                conversation_id=cid,
-                verdict=result.verdict,
-                assertion=VerdictRecord.of(decision),
-                events=result.events,
-            )
+            message = StopMessage.of(result, decision)
             if self.on_stop is not None:
                 self.on_stop(message)
             messages.append(message)

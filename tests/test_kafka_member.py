@@ -93,13 +93,38 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _member(broker: KafkaBroker, topic: str, group: str, *extra: str) -> subprocess.Popen[str]:
+def _start(*args: str) -> subprocess.Popen[str]:
+    """``mantle-stream ARGS`` running, its output captured."""
     return subprocess.Popen(
-        [sys.executable, "-m", "mantle_stream", "watch", str(SCENARIO), "--events",
-         f"kafka://{broker.bootstrap}/{topic}", "--group", group, "--offsets", "earliest",
-         *_topics(topic), *FAST, *extra],
+        [sys.executable, "-m", "mantle_stream", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
+
+
+def _member(broker: KafkaBroker, topic: str, group: str, *extra: str) -> subprocess.Popen[str]:
+    """A `watch` member of ``group`` on ``topic``, from its earliest event."""
+    source = f"kafka://{broker.bootstrap}/{topic}"
+    return _start("watch", str(SCENARIO), "--events", source, "--group", group,
+                  "--offsets", "earliest", *_topics(topic), *FAST, *extra)  # fmt: skip
+
+
+def _check(broker: KafkaBroker, topic: str, *extra: str, scenario: Path = SCENARIO) -> list[str]:
+    """The arguments of a `check` member of group ``g-TOPIC`` on ``topic``."""
+    source = f"kafka://{broker.bootstrap}/{topic}"
+    return ["check", str(scenario), "--events", source, "--group", f"g-{topic}",
+            *_topics(topic), *FAST, "--format", "json", *extra]  # fmt: skip
+
+
+def _together(args: list[str], members: int = 2) -> list[tuple[str, str]]:
+    """``members`` processes of ``args`` started at once; each one's (stdout, stderr),
+    every one having ended with a verdict (exit status 0 or 1)."""
+    running = [_start(*args) for _ in range(members)]
+    outputs = []
+    for member in running:
+        out, err = member.communicate(timeout=120)
+        assert member.returncode in (0, 1), err
+        outputs.append((out, err))
+    return outputs
 
 
 def _topics(topic: str) -> list[str]:
@@ -126,8 +151,7 @@ def test_one_member_publishes_the_offline_verdicts(
     kafka_broker.create_topic(topic, 4)
     rows = _interleaved(_conversations(2))
     _produce(kafka_broker, topic, rows)
-    done = _cli("check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
-                "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json")  # fmt: skip
+    done = _cli(*_check(kafka_broker, topic))
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     offline = _offline(tmp_path, rows)
@@ -155,8 +179,7 @@ def test_a_restart_from_committed_offsets_publishes_nothing_twice(
     rows = _interleaved(_conversations(1))
     half = len(rows) // 2
     _produce(kafka_broker, topic, rows[:half])
-    argv = ["check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
-            "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json"]  # fmt: skip
+    argv = _check(kafka_broker, topic)
     # `watch` leaves open conversations open (their state is saved): stopped by SIGTERM.
     member = _member(kafka_broker, topic, f"g-{topic}", "--gap-timeout", "0.5")
     _wait_for(lambda: len(_published(kafka_broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
@@ -235,16 +258,7 @@ def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(
     rekeyed = _cli("rekey", f"kafka://{kafka_broker.bootstrap}/{topic}", *FAST)
     assert rekeyed.returncode == 0, rekeyed.stderr
     keyed = f"{topic}.by_conversation"
-    argv = [sys.executable, "-m", "mantle_stream", "check", str(SCENARIO), "--events",
-            f"kafka://{kafka_broker.bootstrap}/{keyed}", "--group", f"g-{keyed}",
-            *_topics(keyed), *FAST, "--format", "json"]  # fmt: skip
-    members = [
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-        for _ in range(2)
-    ]
-    for member in members:
-        _, err = member.communicate(timeout=120)
-        assert member.returncode in (0, 1), err
+    _together(_check(kafka_broker, keyed))
     assert _by_key(_published(kafka_broker, f"{keyed}.verdicts")) == _offline(tmp_path, rows)
 
 
@@ -260,8 +274,7 @@ def test_a_bad_event_loses_no_verdict_of_the_events_before_it(
     messages = [(r["conversation_id"], json.dumps(r)) for r in rows]
     messages.insert(cut, (rows[cut]["conversation_id"], "{broken"))
     kafka_broker.produce(topic, messages)
-    argv = ["check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
-            "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json"]  # fmt: skip
+    argv = _check(kafka_broker, topic)
     stopped = _cli(*argv)
     assert stopped.returncode == 2 and "bad event" in stopped.stderr
     assert len(_published(kafka_broker, f"{topic}.verdicts")) > 0
@@ -280,25 +293,11 @@ def test_several_scenarios_and_a_junk_row_in_a_keyed_topic(kafka_broker: KafkaBr
     kafka_broker.produce(
         topic, [(r["conversation_id"], json.dumps(r)) for r in rows] + [(None, "{junk")]
     )
-    scenarios = str(SCENARIO.parent)
-    argv = ["check", scenarios, "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
-            "--group", f"g-{topic}", *_topics(topic), *FAST, "--on-bad-event", "skip",
-            "--format", "json",
-            "--results", str(ROOT / "examples/eval/results/2026-12-01T09-00-00")]  # fmt: skip
-    members = [
-        subprocess.Popen(
-            [sys.executable, "-m", "mantle_stream", *argv],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    results = str(ROOT / "examples/eval/results/2026-12-01T09-00-00")
+    argv = _check(kafka_broker, topic, "--on-bad-event", "skip", "--results", results,
+                  scenario=SCENARIO.parent)  # fmt: skip
     judged = 0
-    for member in members:
-        out, err = member.communicate(timeout=120)
-        assert member.returncode in (0, 1), err
+    for out, err in _together(argv):
         assert "Traceback" not in err and "is not keyed" not in err
         judged += len(json.loads(out)["conversations"]) if out.strip() else 0
     assert judged == 13
@@ -318,19 +317,5 @@ def test_more_members_than_partitions_end_their_check(
     kafka_broker.create_topic(topic, 1)
     rows = _interleaved(_conversations(1))
     _produce(kafka_broker, topic, rows)
-    argv = ["check", str(SCENARIO), "--events", f"kafka://{kafka_broker.bootstrap}/{topic}",
-            "--group", f"g-{topic}", *_topics(topic), *FAST, "--format", "json"]  # fmt: skip
-    members = [
-        subprocess.Popen(
-            [sys.executable, "-m", "mantle_stream", *argv],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    for member in members:
-        _, err = member.communicate(timeout=120)
-        assert member.returncode in (0, 1), err
+    _together(_check(kafka_broker, topic))
     assert _by_key(_published(kafka_broker, f"{topic}.verdicts")) == _offline(tmp_path, rows)

@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -29,7 +29,13 @@ from rich.console import Console
 from rich.live import Live
 
 from mantle_stream.cli.integrations import events_source
-from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped, stop_on_signals
+from mantle_stream.cli.sources import (
+    evaluator_for,
+    feed_for,
+    say_skipped,
+    stop_on_signals,
+    user_error,
+)
 from mantle_stream.cli.workers import AUTO_MIN_BYTES, cores, run_workers
 from mantle_stream.core.assertions.bot import nested_repetition
 from mantle_stream.core.engine.evaluator import Evaluator
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     except (MantleStreamError, BaseExceptionGroup) as exc:
         if _found(exc, BrokenPipeError):
             return _output_gone()
-        error = _user_error(exc)
+        error = user_error(exc)
         if error is None:
             raise
         if isinstance(error, ScenarioError):
@@ -142,18 +148,6 @@ def _output_gone() -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     return EXIT_BROKEN_PIPE
-
-
-def _user_error(exc: BaseException) -> MantleStreamError | None:
-    """The error to show the user, unwrapped from task-group exception groups."""
-    if isinstance(exc, MantleStreamError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _user_error(inner)
-            if found is not None:
-                return found
-    return None
 
 
 def _print_diagnostics(exc: ScenarioError) -> None:
@@ -300,21 +294,9 @@ class _Session:
             if extra is not None:
                 extra(tg)
             if self.live:
-                # The live frames are drawn on the terminal's alternate screen: after a
-                # resize, or a view taller than the terminal, no stale frame is left
-                # above the live area. The final view is printed to the normal screen.
-                with Live(
-                    LiveView(self.snapshot(runner)),
-                    console=self.console,
-                    auto_refresh=False,
-                    transient=True,
-                    screen=True,
-                    redirect_stdout=False,
-                    redirect_stderr=False,
-                ) as view:
+                with self.live_view(runner) as view:
                     tg.start_soon(_refresh, view, self, runner)
                     await drive(tg)
-                self.console.print(LiveView(self.snapshot(runner, final=True)))
             elif self.progress_total is not False and not self.plain:
                 # A check: its progress on standard error when that is a terminal.
                 with ReadProgress(self.progress_total) as bar:
@@ -325,6 +307,24 @@ class _Session:
                 await drive(tg)
         assert outcome is not None
         return outcome
+
+    @contextlib.contextmanager
+    def live_view(self, run: _Progress) -> Iterator[Live]:
+        """The live view of ``run`` while it lasts, redrawn by the caller; then its final
+        frame. The frames are drawn on the terminal's alternate screen: after a
+        resize, or a view taller than the terminal, no stale frame is left above the
+        live area. The final view is printed to the normal screen."""
+        with Live(
+            LiveView(self.snapshot(run)),
+            console=self.console,
+            auto_refresh=False,
+            transient=True,
+            screen=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        ) as view:
+            yield view
+        self.console.print(LiveView(self.snapshot(run, final=True)))
 
     def close(self) -> None:
         # (JUnit's temporary file goes too, when the run ended before _finish.)
@@ -653,18 +653,9 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
     outcome = RunOutcome("end-of-input" if check else "ended")
     try:
         if session.live:
-            with Live(
-                LiveView(session.snapshot(member)),
-                console=session.console,
-                auto_refresh=False,
-                transient=True,
-                screen=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            ) as live:
+            with session.live_view(member) as live:
                 member.run()
             live = None
-            session.console.print(LiveView(session.snapshot(member, final=True)))
         else:
             member.run()
     except EventError as exc:

@@ -16,7 +16,7 @@ import anyio
 
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import Partition
-from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, UsageError
+from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
@@ -31,6 +31,7 @@ __all__ = [
     "keep_finished",
     "say_skipped",
     "stop_on_signals",
+    "user_error",
 ]
 
 #: Finished conversations a live source keeps listed by default (see --keep-finished).
@@ -104,6 +105,18 @@ def feed_for(
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def user_error(exc: BaseException) -> MantleStreamError | None:
+    """The error to show the user, unwrapped from task groups' exception groups."""
+    if isinstance(exc, MantleStreamError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = user_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 async def stop_on_signals(runner: Runner, *signals: signal.Signals) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped
+from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped, user_error
 from mantle_stream.core.engine.partition import Judged, Partition, merge
 from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
@@ -234,7 +234,7 @@ def _work(
             args, source, scenarios, recorded, Partition(index, count), progress, asked, parent
         )
     except BaseException as exc:
-        error = _user_error(exc)
+        error = user_error(exc)
         if error is None:
             raise
         message = _Failed(type(error).__name__, str(error))
@@ -242,18 +242,6 @@ def _work(
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     pipe.send_bytes(_encode(message))
     pipe.close()
-
-
-def _user_error(exc: BaseException) -> MantleStreamError | None:
-    """The user's error in ``exc``, unwrapped from task groups' exception groups."""
-    if isinstance(exc, MantleStreamError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _user_error(inner)
-            if found is not None:
-                return found
-    return None
 
 
 def _judge(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, Self
 
 import msgspec
@@ -43,6 +43,7 @@ __all__ = [
     "StopMessage",
     "Verdict",
     "VerdictRecord",
+    "settling",
 ]
 
 #: ``skipped``: still pending when a conversation mantle_stream had stopped
@@ -158,6 +159,24 @@ class StopMessage(msgspec.Struct, frozen=True, tag_field="type", tag="stop"):
     assertion: VerdictRecord
     events: int
     stop: bool = True
+
+    @classmethod
+    def of(cls, result: ConversationResult, decision: Decision) -> StopMessage:
+        """The stop message of a settled conversation, naming the decision that settled it."""
+        return cls(
+            result.conversation_id, result.verdict, VerdictRecord.of(decision), result.events
+        )
+
+
+def settling(decisions: Iterable[Decision]) -> dict[str, Decision]:
+    """Per conversation of a batch of decisions, the one a stop message names: its first
+    failure, else its last decision."""
+    seen: dict[str, Decision] = {}
+    for d in decisions:
+        kept = seen.get(d.conversation_id)
+        if kept is None or kept.verdict != "failed":
+            seen[d.conversation_id] = d
+    return seen
 
 
 class ConversationResult(msgspec.Struct, frozen=True):

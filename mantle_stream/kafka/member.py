@@ -52,24 +52,13 @@ from mantle_stream.core.engine.conversation import Naming
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import conversation_of
 from mantle_stream.core.errors import EventError, FeedError, UsageError
-from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage, VerdictRecord
-from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, client_settings
+from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage, settling
+from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, client_settings, kafka_client
 
 __all__ = ["Member", "MemberStats"]
 
 _encode = msgspec.json.Encoder().encode
 _state = msgspec.json.Decoder(ConversationState).decode
-
-
-def _kafka() -> Any:
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin
-    except ImportError:
-        raise UsageError(
-            'kafka:// sources need the Kafka client: pip install "mantle_stream[kafka]"'
-        ) from None
-    return confluent_kafka
 
 
 class MemberStats(msgspec.Struct, frozen=True):
@@ -177,7 +166,7 @@ class Member:
     def members(self) -> list[str]:
         """The group's members (client id and host of each), as the broker describes
         them; this member alone when it cannot."""
-        kafka = _kafka()
+        kafka = kafka_client()
         try:
             admin = kafka.admin.AdminClient(client_settings(self.spec))
             [future] = admin.describe_consumer_groups([self.options.group]).values()
@@ -194,7 +183,7 @@ class Member:
         consumer = self._consumer
         if consumer is None:
             return self._final_lag
-        kafka = _kafka()
+        kafka = kafka_client()
         lag = 0
         for p in self._assigned:
             try:
@@ -212,7 +201,7 @@ class Member:
     def run(self) -> None:
         """Consume until :meth:`stop` (or, with ``until_end``, the end of every
         partition); commit and leave the group cleanly."""
-        kafka = _kafka()
+        kafka = kafka_client()
         options = self.options
         base = client_settings(self.spec)
         self._producer = kafka.Producer(
@@ -306,7 +295,7 @@ class Member:
         if now - self._last_look < 0.5:
             return False
         self._last_look = now
-        kafka = _kafka()
+        kafka = kafka_client()
         try:
             admin = kafka.admin.AdminClient(client_settings(self.spec))
             [future] = admin.describe_consumer_groups([self.options.group]).values()
@@ -475,12 +464,7 @@ class Member:
         itself is judged on as events come, so the verdicts are those of a replay of
         the topic, whether or not its simulator stops it."""
         evaluator = self.evaluator
-        seen: dict[str, Decision] = {}
-        for d in decisions:
-            kept = seen.get(d.conversation_id)
-            if kept is None or kept.verdict != "failed":
-                seen[d.conversation_id] = d
-        for cid, decision in seen.items():
+        for cid, decision in settling(decisions).items():
             if cid in self._notified or not evaluator.is_open(cid):
                 continue
             if not evaluator.is_settled(cid):
@@ -488,12 +472,7 @@ class Member:
             result = evaluator.result(cid)
             self._notified.add(cid)
             self.stopped_early.append(cid)
-            message = StopMessage(
-                conversation_id=cid,
-                verdict=result.verdict,
-                assertion=VerdictRecord.of(decision),
-                events=result.events,
-            )
+            message = StopMessage.of(result, decision)
             self._produce(self.options.stops_topic, cid, _encode(message))
             if self.on_stop is not None:
                 self.on_stop(message)
@@ -510,7 +489,7 @@ class Member:
         for them is skipped."""
         if not partitions:
             return
-        kafka = _kafka()
+        kafka = kafka_client()
         producer = self._producer
         evaluator = self.evaluator
         producer.flush(30)
@@ -632,7 +611,7 @@ class Member:
         record of each key, read to the end of each partition."""
         if not partitions:
             return
-        kafka = _kafka()
+        kafka = kafka_client()
         reader = kafka.Consumer(
             {
                 **client_settings(self.spec),

@@ -23,6 +23,7 @@ __all__ = [
     "KafkaSpec",
     "client_settings",
     "is_kafka_spec",
+    "kafka_client",
     "kafka_settings",
     "parse_kafka_spec",
     "spec_from_broker",
@@ -76,6 +77,18 @@ class KafkaOptions:
     until_end: bool = False
     linger: float = 1.0
     consumer: dict[str, Any] = dataclasses.field(default_factory=dict)  # extra settings
+
+
+def kafka_client() -> Any:
+    """confluent-kafka (its admin client too), imported when a Kafka source is used."""
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin
+    except ImportError:
+        raise UsageError(
+            'Kafka needs its client: pip install "mantle_stream[kafka]" (confluent-kafka)'
+        ) from None
+    return confluent_kafka
 
 
 def is_kafka_spec(spec: str) -> bool:

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mantle_stream.core.errors import CONTROL_ESCAPES, FeedError, UsageError
-from mantle_stream.kafka.options import KafkaSpec, client_settings
+from mantle_stream.kafka.options import KafkaSpec, client_settings, kafka_client
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -87,7 +87,6 @@ NAMED_WITHOUT_ID = 10
 #: Seconds without any partition assigned before saying so (once).
 UNASSIGNED_NOTE = 30.0
 
-_INSTALL = 'pip install "mantle_stream[kafka]"'
 _BATCH = 1000  # messages taken from the consumer at a time
 _EXCERPT = 80
 
@@ -168,14 +167,6 @@ def conversation_id(value: bytes | None) -> tuple[str | None, str]:
     return cid, ""
 
 
-def _confluent() -> Any:
-    try:
-        import confluent_kafka
-    except ImportError:
-        raise UsageError(f"rekey needs the Kafka client: {_INSTALL}") from None
-    return confluent_kafka
-
-
 def _quiet_logger() -> logging.Logger:
     """librdkafka's log, kept off standard error: its errors come through ``error_cb``."""
     logger = logging.getLogger("mantle_stream.kafka.rekey.librdkafka")
@@ -252,7 +243,7 @@ class _Copier:
         connect_timeout: float,
         commit_interval: float,
     ) -> None:
-        self.ck = _confluent()
+        self.ck = kafka_client()
         self.spec = spec
         self.source = spec.topic
         self.target = target
