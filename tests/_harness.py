@@ -27,6 +27,7 @@ import msgspec
 import pytest
 
 import mantle_stream as ms
+from mantle_stream import testing as built
 
 __all__ = [
     "TYPED_VALUES",
@@ -140,25 +141,22 @@ def D(ev: Ev) -> Ev:
     return replace(ev, decides=True)
 
 
+def _ev(event: built.TrackerEvent) -> Ev:
+    """A builder of :mod:`mantle_stream.testing` (the one description of each payload
+    Mantle writes) as this harness's event."""
+    return Ev(event.kind, event.payload, metadata=event.metadata)
+
+
 def started() -> Ev:
-    return Ev("session_started")
+    return _ev(built.session_started())
 
 
 def end() -> Ev:
-    return Ev("session_ended")
+    return _ev(built.session_ended())
 
 
 def user(text: str | None = "hello") -> Ev:
-    return Ev(
-        "user",
-        {
-            "text": text,
-            "parse_data": {},
-            "input_channel": "rest",
-            "message_id": None,
-            "anonymized_at": None,
-        },
-    )
+    return _ev(built.user(text))
 
 
 def bot(
@@ -168,41 +166,26 @@ def bot(
     buttons: list[dict[str, Any]] | None = None,
 ) -> Ev:
     """A ``bot`` event: the response name travels in metadata ``utter_action``."""
-    data: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
-    return Ev(
-        "bot",
-        {"text": text, "data": data, "anonymized_at": None},
-        metadata=None if utter is None else {"utter_action": utter},
-    )
+    return _ev(built.bot(text, utter=utter, buttons=buttons))
 
 
 def setm(name: str, value: Any) -> Ev:
     """A ``memory_set`` event; ``value`` travels JSON-encoded in ``value_json``."""
-    return Ev("memory_set", {"key": name, "value_json": json.dumps(value), "anonymized_at": None})
+    return _ev(built.memory_set(name, value))
 
 
 def clear(name: str) -> Ev:
-    return Ev("memory_cleared", {"key": name})
+    return _ev(built.memory_cleared(name))
 
 
 def skill(event: str, skill_id: str, step_id: str | None = None) -> Ev:
     """``skill(`completed`, `card_replace`)`` is a ``skill_completed`` event."""
-    payload: dict[str, Any] = {"skill_id": skill_id}
-    if event in ("cancelled", "interrupted", "resumed"):
-        payload["step_id"] = step_id if step_id is not None else "autonomous"
-    else:
-        assert step_id is None, f"skill_{event} carries no step_id"
-    return Ev(f"skill_{event}", payload)
+    return _ev(built.skill(event, skill_id, step_id))
 
 
 def block(event: str, skill_id: str, block_id: str, step_id: str | None = None) -> Ev:
     """``block(`entered`, `card_replace`, `main`)`` is an ``ordered_block_entered`` event."""
-    payload: dict[str, Any] = {"skill_id": skill_id, "block_id": block_id}
-    if event != "entered":
-        payload["step_id"] = step_id if step_id is not None else "step_1"
-    else:
-        assert step_id is None, "ordered_block_entered carries no step_id"
-    return Ev(f"ordered_block_{event}", payload)
+    return _ev(built.block(event, skill_id, block_id, step_id))
 
 
 def tool(
@@ -217,20 +200,16 @@ def tool(
 ) -> Ev:
     """A ``tool_executed`` event; ``args`` travel JSON-encoded in ``arguments_json`` and
     the skill it ran for in metadata ``skill_id``."""
-    if source == "mcp" and server is None:
-        server = "banking"
-    return Ev(
-        "tool_executed",
-        {
-            "tool_name": name,
-            "arguments_json": json.dumps(args or {}),
-            "source": source,
-            "result_json": None if result is None else json.dumps(result),
-            "is_error": is_error,
-            "error_message": "failed" if is_error else None,
-            "mcp_server": server,
-        },
-        metadata=None if skill_id is None else {"skill_id": skill_id},
+    return _ev(
+        built.tool(
+            name,
+            source=source,
+            server=server,
+            skill_id=skill_id,
+            args=args,
+            is_error=is_error,
+            result=result,
+        )
     )
 
 
