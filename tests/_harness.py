@@ -20,7 +20,10 @@ Its own tests are in ``test_harness.py``.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -447,4 +450,20 @@ def line(cid: str, seq: int, **payload: Any) -> bytes:
             {"conversation_id": cid, "sequence": seq, "metadata": metadata, **payload}
         ).encode()
         + b"\n"
+    )
+
+
+#: The repository: where the command line runs in tests.
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``mantle-stream ARGS`` as a subprocess from the repository, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "mantle_stream", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPOSITORY,
+        timeout=timeout,
+        check=False,
     )

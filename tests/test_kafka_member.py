@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _harness import run_cli
 from _kafka import FAST_CONSUMER, KafkaBroker, kafka_broker
 
 __all__ = ["kafka_broker"]
@@ -56,7 +57,7 @@ def _offline(tmp: Path, rows: list[dict[str, Any]]) -> dict[tuple[str, int], dic
     """Verdicts of one process over the same events, read from a file."""
     feed = tmp / f"offline-{uuid.uuid4().hex}.jsonl"
     feed.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    done = _cli("check", str(SCENARIO), "--events", str(feed), "--format", "json")
+    done = run_cli("check", str(SCENARIO), "--events", str(feed), "--format", "json")
     assert done.returncode in (0, 1), done.stderr
     return {
         (c["conversation_id"], a["index"]): _verdict(a)
@@ -80,17 +81,6 @@ def _by_key(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, An
         assert out.get(key, _verdict(r)) == _verdict(r), f"{key} published two verdicts"
         out[key] = _verdict(r)
     return out
-
-
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mantle_stream", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
@@ -151,7 +141,7 @@ def test_one_member_publishes_the_offline_verdicts(
     kafka_broker.create_topic(topic, 4)
     rows = _interleaved(_conversations(2))
     _produce(kafka_broker, topic, rows)
-    done = _cli(*_check(kafka_broker, topic))
+    done = run_cli(*_check(kafka_broker, topic))
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     offline = _offline(tmp_path, rows)
@@ -191,7 +181,7 @@ def test_a_restart_from_committed_offsets_publishes_nothing_twice(
     first = _published(kafka_broker, f"{topic}.verdicts")
     # The rest of the events arrive; a new run of the group resumes from its commits.
     _produce(kafka_broker, topic, rows[half:])
-    done = _cli(*argv)
+    done = run_cli(*argv)
     assert done.returncode in (0, 1), done.stderr
     everything = _published(kafka_broker, f"{topic}.verdicts")
     keys = [(r["conversation_id"], r["index"]) for r in everything]
@@ -255,7 +245,7 @@ def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(
     text = first_err
     assert "is not keyed by conversation" in text and "mantle-stream rekey" in text
     # After rekey, two members share the keyed copy and publish the offline verdicts.
-    rekeyed = _cli("rekey", f"kafka://{kafka_broker.bootstrap}/{topic}", *FAST)
+    rekeyed = run_cli("rekey", f"kafka://{kafka_broker.bootstrap}/{topic}", *FAST)
     assert rekeyed.returncode == 0, rekeyed.stderr
     keyed = f"{topic}.by_conversation"
     _together(_check(kafka_broker, keyed))
@@ -275,10 +265,10 @@ def test_a_bad_event_loses_no_verdict_of_the_events_before_it(
     messages.insert(cut, (rows[cut]["conversation_id"], "{broken"))
     kafka_broker.produce(topic, messages)
     argv = _check(kafka_broker, topic)
-    stopped = _cli(*argv)
+    stopped = run_cli(*argv)
     assert stopped.returncode == 2 and "bad event" in stopped.stderr
     assert len(_published(kafka_broker, f"{topic}.verdicts")) > 0
-    done = _cli(*argv, "--on-bad-event", "skip")
+    done = run_cli(*argv, "--on-bad-event", "skip")
     assert done.returncode in (0, 1), done.stderr
     everything = _published(kafka_broker, f"{topic}.verdicts")
     assert _by_key(everything) == _offline(tmp_path, rows)

@@ -18,6 +18,8 @@ import mantle_stream as ms
 from mantle_stream.core.recorded import load_results
 from mantle_stream.feeds.lines import split_lines
 
+from _harness import run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
 SCENARIOS = EXAMPLES / "scenarios"
@@ -202,17 +204,6 @@ def test_skip_policy_reports_bad_lines_and_judges_the_rest() -> None:
     clean = uninterrupted()
     clean.pop("warnings")
     assert report == clean
-
-
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mantle_stream", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_cli_strict_policy_prints_what_was_judged_then_exits_2(tmp_path: Path) -> None:

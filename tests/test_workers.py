@@ -23,20 +23,21 @@ import pytest
 import mantle_stream as ms
 from mantle_stream.core.engine.partition import Partition, merge, partition_of
 
-from _harness import Ev, bot, calm_slot, end, flat, scenario, setm, skill, started, tool, user
+from _harness import (
+    Ev,
+    bot,
+    calm_slot,
+    end,
+    flat,
+    run_cli,
+    scenario,
+    setm,
+    skill,
+    started,
+    tool,
+    user,
+)
 from _stores import EVENTS, RESULTS, ROOT, SCENARIOS, example_lines, make_db
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mantle_stream", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-        check=False,
-    )
-
 
 # --------------------------------------------------------------------------
 # The partition
@@ -208,7 +209,7 @@ def _outputs(
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
     out = tmp_path / name
     out.mkdir()
-    done = cli(
+    done = run_cli(
         "check",
         str(SCENARIOS),
         *args,
@@ -277,7 +278,7 @@ def test_a_bad_event_ends_the_run_where_one_process_ends_it(tmp_path: Path) -> N
     feed = tmp_path / "events.jsonl"
     feed.write_text("".join(lines[:300]) + "{broken\n" + "".join(lines[300:]))
     runs = [
-        cli("check", str(SCENARIOS), "--events", str(feed), "--results", str(RESULTS),
+        run_cli("check", str(SCENARIOS), "--events", str(feed), "--results", str(RESULTS),
             "--format", "json", "--workers", str(n))
         for n in (1, 2)
     ]  # fmt: skip
@@ -298,7 +299,7 @@ def test_bad_events_skipped_are_named_once_at_their_line(tmp_path: Path) -> None
         + "".join(lines[500:])
     )  # fmt: skip
     runs = [
-        cli("check", str(SCENARIOS), "--events", str(feed), "--results", str(RESULTS),
+        run_cli("check", str(SCENARIOS), "--events", str(feed), "--results", str(RESULTS),
             "--format", "json", "--on-bad-event", "skip", "--workers", str(n))
         for n in (1, 2, 3)
     ]  # fmt: skip
@@ -322,19 +323,21 @@ def test_options_that_need_one_process_refuse_more(
     tmp_path: Path, option: list[str], why: str
 ) -> None:
     option = [str(tmp_path / "s.json") if o == "STATE" else o for o in option]
-    done = cli("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "2", *option)
+    done = run_cli("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "2", *option)
     assert done.returncode == 2
     assert f"--workers 2: {why}" in done.stderr and "give --workers 1" in done.stderr
 
 
 def test_a_live_source_refuses_more_than_one_worker(tmp_path: Path) -> None:
-    done = cli("check", str(SCENARIOS), "--events", f"follow:{EVENTS}", "--workers", "2")
+    done = run_cli("check", str(SCENARIOS), "--events", f"follow:{EVENTS}", "--workers", "2")
     assert done.returncode == 2
     assert "a live source or standard input can be read by one process only" in done.stderr
-    http = cli("check", str(SCENARIOS), "--events", "http://127.0.0.1:9", "--conversation",
+    http = run_cli("check", str(SCENARIOS), "--events", "http://127.0.0.1:9", "--conversation",
                "c1", "--workers", "2")  # fmt: skip
     assert http.returncode == 2 and "a Rasa server's trackers are fetched" in http.stderr
-    assert cli("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "0").returncode == 2
+    assert (
+        run_cli("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "0").returncode == 2
+    )
 
 
 def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
@@ -382,8 +385,8 @@ def test_sql_rows_go_by_the_conversation_their_data_names(tmp_path: Path) -> Non
     connection.close()
     for policy in ("fail", "skip"):
         runs = [
-            cli("check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--results", str(RESULTS),
-                "--format", "json", "--on-bad-event", policy, "--workers", str(n))
+            run_cli("check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--results",
+                    str(RESULTS), "--format", "json", "--on-bad-event", policy, "--workers", str(n))
             for n in (1, 2)
         ]  # fmt: skip
         assert (runs[1].returncode, runs[1].stdout) == (runs[0].returncode, runs[0].stdout)
@@ -395,7 +398,7 @@ def test_sql_rows_go_by_the_conversation_their_data_names(tmp_path: Path) -> Non
 def test_a_pipe_is_read_by_one_process(tmp_path: Path) -> None:
     fifo = tmp_path / "events.fifo"
     os.mkfifo(fifo)
-    done = cli("check", str(SCENARIOS), "--events", str(fifo), "--workers", "2")
+    done = run_cli("check", str(SCENARIOS), "--events", str(fifo), "--workers", "2")
     assert done.returncode == 2
     assert "is not a regular file: one process reads it" in done.stderr
 
@@ -417,7 +420,8 @@ def test_a_feed_error_in_a_worker_is_one_clear_error(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "a.json").write_text(json.dumps({"sender_id": "c5", "events": [1]}))
     runs = [
-        cli("check", str(SCENARIOS), "--events", str(folder), "--workers", str(n)) for n in (1, 2)
+        run_cli("check", str(SCENARIOS), "--events", str(folder), "--workers", str(n))
+        for n in (1, 2)
     ]
     assert runs[0].returncode == runs[1].returncode == 2
     assert runs[1].stderr == runs[0].stderr
