@@ -39,7 +39,8 @@ import msgspec
 from mantle_stream.core.defaults import DEFAULT_GAP_TIMEOUT
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import EventError
-from mantle_stream.core.verdicts import Decision, StopMessage, VerdictRecord, settling
+from mantle_stream.core.live import EventRate, GapTimer, IdleTimer, StopRule
+from mantle_stream.core.verdicts import Decision, StopMessage, VerdictRecord
 from mantle_stream.feeds import Chunk, Feed, Replies, open_feed
 from mantle_stream.outputs.state import remove_checkpoint, write_checkpoint
 
@@ -104,10 +105,8 @@ class Runner:
         ``on_stop`` alone; by default, when ``on_stop`` is given (the caller is then
         the simulator to tell). False makes ``on_stop`` an observer of the stop
         messages sent on connections."""
-        if gap_timeout <= 0:
-            raise ValueError(f"gap_timeout must be positive, not {gap_timeout!r}")
+        self._gaps = GapTimer(gap_timeout)
         self.evaluator = evaluator
-        self.gap_timeout = gap_timeout
         self.on_bad = on_bad
         self.skip_bad_events = skip_bad_events
         self.state_path = state_path
@@ -124,11 +123,11 @@ class Runner:
         self.started = anyio.current_time()
         self.ended: float | None = None  # loop time when the run ended
         self.latest: deque[Decision] = deque(maxlen=20)
-        self.stopped_early: list[str] = []
+        self._stops = StopRule(evaluator)
+        self.stopped_early: deque[str] = self._stops.stopped
         self.bytes_read = 0  # of the feed, handed to the evaluator so far (progress)
-        self._notified: set[str] = set()
         self._held_peers: dict[str, Replies] = {}  # conversations holding events: their peer
-        self._rate: deque[tuple[float, int]] = deque(maxlen=12)
+        self._rate = EventRate()
         self._ending: Ending = "end-of-input"
         self._scope: anyio.CancelScope | None = None
 
@@ -143,10 +142,9 @@ class Runner:
     def events_per_second(self) -> float:
         """Recent rate (over the last few seconds), or the average so far."""
         events = self.evaluator.statistics().events
-        if self.ended is None and len(self._rate) >= 2:
-            (t0, e0), (t1, e1) = self._rate[0], self._rate[-1]
-            if t1 > t0:
-                return (e1 - e0) / (t1 - t0)
+        recent = self._rate.per_second() if self.ended is None else None
+        if recent is not None:
+            return recent
         return events / self.elapsed if self.elapsed > 0 else 0.0
 
     # ------------------------------------------------------------------ running
@@ -272,104 +270,85 @@ class Runner:
 
     def _settled(self, decisions: list[Decision], chunk: Chunk | None) -> list[StopMessage]:
         """Stop messages for conversations this batch settled before their end."""
-        evaluator = self.evaluator
-        messages = []
-        for cid, decision in settling(decisions).items():
-            # A conversation that ended by itself has nothing left to save; one
-            # from a file or pipe has no simulator to tell.
-            if (
-                cid in self._notified
-                or not evaluator.is_open(cid)
-                or not evaluator.is_settled(cid)
-                or (not self.stop_unconnected and (chunk is None or chunk.peer is None))
-            ):
-                continue
-            result = evaluator.result(cid)
-            self._notified.add(cid)
-            self.stopped_early.append(cid)
-            evaluator.stop(cid, decision)  # what is still pending will be skipped, not judged
-            # Settled now, so this batch holds the first failure, or (all passed)
-            # the last decision.
-            message = StopMessage.of(result, decision)
-            if self.on_stop is not None:
+        # One from a file or pipe has no simulator to tell.
+        if not self.stop_unconnected and (chunk is None or chunk.peer is None):
+            return []
+        messages = self._stops.settled(decisions)
+        if self.on_stop is not None:
+            for message in messages:
                 self.on_stop(message)
-            messages.append(message)
         return messages
 
     async def _watchdog(self, feed: Feed) -> None:
-        """Idle conversations, the rate window, and the end of a live feed."""
-        evaluator = self.evaluator
-        tick = min(0.1, self.gap_timeout / 4)
+        """The live loop's timers: gaps, checkpoints, idle conversations, the rate
+        window, and the end of a live feed."""
+        tick = min(0.1, self._gaps.timeout / 4)
         if self.idle_timeout is not None:
             tick = min(tick, self.idle_timeout / 4)
-        last_seen: dict[str, tuple[int, float]] = {}
-        waiting: dict[str, float] = {}  # conversations holding events, since when
+        idle = None if self.idle_timeout is None else IdleTimer(self.idle_timeout)
         saved = anyio.current_time()
         while True:
             await anyio.sleep(tick)
             now = anyio.current_time()
-            stats = evaluator.statistics()
-            self._rate.append((now, stats.events))
-            if feed.live and (stats.held or waiting):
+            stats = self.evaluator.statistics()
+            self._rate.add(now, stats.events)
+            if feed.live and (stats.held or self._gaps):
                 # Only a live feed waits for time: on a file (or a pipe) every
                 # gap is resolved by its end, whatever the reading speed.
-                holding = evaluator.holding()
-                waiting = {cid: waiting.get(cid, now) for cid in holding}
-                for cid in [c for c in self._held_peers if c not in waiting]:
-                    del self._held_peers[cid]
-                for cid, since in list(waiting.items()):
-                    if now - since >= self.gap_timeout:
-                        # A missing sequence that has not come in this long is
-                        # given up on (counted as a gap; it is late if it comes).
-                        del waiting[cid]
-                        peer = self._held_peers.pop(cid, None)
-                        await self._handle(
-                            evaluator.release_held(cid),
-                            None if peer is None else Chunk(b"", peer, 0),
-                        )
+                await self._give_up_gaps(now)
             if self.state_path is not None and now - saved >= self.state_interval:
-                # Conversations finished since the last checkpoint are encoded in
-                # slices, the loop serving clients between them (10,000 at once
-                # held it ~40 ms); the snapshot is then taken here, between
-                # chunks, so it is whole; writing and fsync-ing it (178 ms for
-                # 63 MB) happens in a worker thread while the loop goes on.
-                # Not cancellable: a stopping run waits for it, then writes
-                # its final checkpoint after it.
-                # At most as many slices as were waiting at the start: conversations
-                # finishing meanwhile must not postpone the checkpoint for ever
-                # (checkpoint() encodes whatever is left).
-                slices = -(-evaluator.freeze_finished(0) // FREEZE_SLICE)
-                for _ in range(slices):
-                    if not evaluator.freeze_finished(FREEZE_SLICE):
-                        break
-                    await anyio.sleep(0)
-                await anyio.to_thread.run_sync(
-                    write_checkpoint, self.state_path, evaluator.checkpoint()
-                )
+                await self._save_checkpoint(self.state_path)
                 saved = now
-            if self.idle_timeout is not None:
-                open_now = evaluator.open_conversations()
-                for cid in list(last_seen):
-                    if cid not in open_now:
-                        del last_seen[cid]
-                for cid, count in open_now.items():
-                    seen = last_seen.get(cid)
-                    if seen is None or seen[0] != count:
-                        last_seen[cid] = (count, now)
-                    elif now - seen[1] >= self.idle_timeout:
-                        del last_seen[cid]
-                        await self._handle(evaluator.finish(cid), None)
-            if (
-                feed.live
-                and self.linger is not None
-                and stats.conversations
-                and not evaluator.open_conversations()
-                and feed.connections == 0
-                and now - feed.last_activity >= self.linger
-            ):
+            if idle is not None:
+                for cid in idle.expired(self.evaluator.open_conversations(), now):
+                    await self._handle(self.evaluator.finish(cid), None)
+            if self._feed_over(feed, now, stats.conversations):
                 self._ending = "ended"
                 self._cancel()
                 return
+
+    async def _give_up_gaps(self, now: float) -> None:
+        """A missing sequence that has not come for ``gap_timeout`` seconds is given up
+        on (counted as a gap; it is late if it comes)."""
+        holding = self.evaluator.holding()
+        for cid in [c for c in self._held_peers if c not in holding]:
+            del self._held_peers[cid]
+        for cid in self._gaps.expired(holding, now):
+            peer = self._held_peers.pop(cid, None)
+            await self._handle(
+                self.evaluator.release_held(cid),
+                None if peer is None else Chunk(b"", peer, 0),
+            )
+
+    async def _save_checkpoint(self, path: str) -> None:
+        """Conversations finished since the last checkpoint are encoded in slices, the
+        loop serving clients between them (10,000 at once held it ~40 ms); the
+        snapshot is then taken here, between chunks, so it is whole; writing and
+        fsync-ing it (178 ms for 63 MB) happens in a worker thread while the loop
+        goes on. Not cancellable: a stopping run waits for it, then writes its
+        final checkpoint after it."""
+        evaluator = self.evaluator
+        # At most as many slices as were waiting at the start: conversations
+        # finishing meanwhile must not postpone the checkpoint for ever
+        # (checkpoint() encodes whatever is left).
+        slices = -(-evaluator.freeze_finished(0) // FREEZE_SLICE)
+        for _ in range(slices):
+            if not evaluator.freeze_finished(FREEZE_SLICE):
+                break
+            await anyio.sleep(0)
+        await anyio.to_thread.run_sync(write_checkpoint, path, evaluator.checkpoint())
+
+    def _feed_over(self, feed: Feed, now: float, conversations: int) -> bool:
+        """A live feed has ended: every conversation seen has ended, no client is
+        connected and nothing arrived for ``linger`` seconds."""
+        return (
+            feed.live
+            and self.linger is not None
+            and conversations > 0
+            and not self.evaluator.open_conversations()
+            and feed.connections == 0
+            and now - feed.last_activity >= self.linger
+        )
 
 
 async def run_feed(

@@ -52,7 +52,8 @@ from mantle_stream.core.engine.conversation import Naming
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import conversation_of
 from mantle_stream.core.errors import EventError, FeedError, UsageError
-from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage, settling
+from mantle_stream.core.live import EventRate, GapTimer, StopRule
+from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, client_settings, kafka_client
 
 __all__ = ["Member", "MemberStats"]
@@ -100,17 +101,19 @@ class Member:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.latest: deque[Decision] = deque(maxlen=20)
-        self.stopped_early: deque[str] = deque(maxlen=10_000)
+        # Stop messages are published; the conversation itself is judged on as events
+        # come, so the verdicts are those of a replay of the topic, whether or not its
+        # simulator stops it.
+        self._stops = StopRule(evaluator, skip_pending=False, remember=10_000)
         self._stopping = False
         self._owner: dict[str, int] = {}  # conversation -> its partition (until let go of)
         self._last: dict[str, int] = {}  # conversation -> offset of its last message
-        self._notified: set[str] = set()  # open conversations told to stop
         self._written: dict[str, int] = {}  # conversation -> events in the state written
         self._ended: set[str] = set()  # finished, its final state written, not tombstoned
         # Conversations whose events must be read again after a restart: holding events
         # in a reorder window, or buffered until they name their scenario (offset, time).
         self._hold_from: dict[str, tuple[int, int]] = {}  # -> (partition, offset)
-        self._holding_since: dict[str, float] = {}
+        self._gaps = GapTimer(options.gap_timeout)
         self._closing = False
         self._joined = False  # the group has given it an assignment (maybe empty)
         self._empty_since: float | None = None  # given none, the group stable, since
@@ -126,7 +129,7 @@ class Member:
         self._published = 0
         self._commits = 0
         self._restored = 0
-        self._rate: deque[tuple[float, int]] = deque(maxlen=20)
+        self._rate = EventRate(20)
         self._last_message = time.monotonic()
         self._consumer: Any = None
         self._producer: Any = None
@@ -143,12 +146,12 @@ class Member:
     def elapsed(self) -> float:
         return (self.ended or time.monotonic()) - self.started
 
+    @property
+    def stopped_early(self) -> deque[str]:
+        return self._stops.stopped
+
     def events_per_second(self) -> float:
-        if len(self._rate) >= 2:
-            (t0, e0), (t1, e1) = self._rate[0], self._rate[-1]
-            if t1 > t0:
-                return (e1 - e0) / (t1 - t0)
-        return 0.0
+        return self._rate.per_second() or 0.0
 
     def stats(self) -> MemberStats:
         return MemberStats(
@@ -249,7 +252,7 @@ class Member:
                 self._producer.poll(0)
                 now = time.monotonic()
                 self._give_up_gaps(now)
-                self._rate.append((now, self.evaluator.statistics().events))
+                self._rate.add(now, self.evaluator.statistics().events)
                 if now - last_commit >= options.commit_interval and self._assigned:
                     self._commit(set(self._assigned))
                     last_commit = now
@@ -410,22 +413,18 @@ class Member:
             last[cid] = message.offset()
         if evaluator.statistics().held:
             now = time.monotonic()
-            for cid in evaluator.holding():
+            holding = evaluator.holding()
+            for cid in holding:
                 self._hold_from.setdefault(cid, (partition, first))
-                self._holding_since.setdefault(cid, now)
+            self._gaps.note(holding, now)
 
     def _give_up_gaps(self, now: float) -> None:
         """A missing sequence that has not come for ``gap_timeout`` seconds is given up
         on, as the runner does (the engine reads no clock)."""
-        if not self._holding_since:
+        if not self._gaps:
             return
-        holding = set(self.evaluator.holding())
-        for cid, since in list(self._holding_since.items()):
-            if cid not in holding:
-                del self._holding_since[cid]
-            elif now - since >= self.options.gap_timeout:
-                del self._holding_since[cid]
-                self._emit(self.evaluator.release_held(cid))
+        for cid in self._gaps.expired(self.evaluator.holding(), now):
+            self._emit(self.evaluator.release_held(cid))
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is not None and self._delivery_error is None:
@@ -458,22 +457,10 @@ class Member:
         self._stop_settled(decisions)
 
     def _stop_settled(self, decisions: list[Decision]) -> None:
-        """A stop message for each conversation this batch settled before its end.
-
-        Published for the simulators (and alerting) that subscribe; the conversation
-        itself is judged on as events come, so the verdicts are those of a replay of
-        the topic, whether or not its simulator stops it."""
-        evaluator = self.evaluator
-        for cid, decision in settling(decisions).items():
-            if cid in self._notified or not evaluator.is_open(cid):
-                continue
-            if not evaluator.is_settled(cid):
-                continue
-            result = evaluator.result(cid)
-            self._notified.add(cid)
-            self.stopped_early.append(cid)
-            message = StopMessage.of(result, decision)
-            self._produce(self.options.stops_topic, cid, _encode(message))
+        """A stop message for each conversation this batch settled before its end,
+        published for the simulators (and alerting) that subscribe."""
+        for message in self._stops.settled(decisions):
+            self._produce(self.options.stops_topic, message.conversation_id, _encode(message))
             if self.on_stop is not None:
                 self.on_stop(message)
 
@@ -551,8 +538,8 @@ class Member:
         self._written.pop(cid, None)
         self._ended.discard(cid)
         self._hold_from.pop(cid, None)
-        self._holding_since.pop(cid, None)
-        self._notified.discard(cid)
+        self._gaps.forget(cid)
+        self._stops.forget(cid)
 
     # ------------------------------------------------------------------ rebalances
 
