@@ -34,6 +34,7 @@ LAYERS: dict[str, set[str]] = {
         "mantle_stream.outputs",
         "mantle_stream.runner",
         "mantle_stream.kafka",
+        "mantle_stream.gate",
         "mantle_stream.cli",
     },
     # A consumer group member over Kafka: judges like the runner, publishes like
@@ -42,6 +43,13 @@ LAYERS: dict[str, set[str]] = {
         "mantle_stream.core",
         "mantle_stream.outputs",
         "mantle_stream.kafka",
+    },
+    # The gate in front of an agent: judges like the runner, reports through the
+    # outputs' records (uvicorn and httpx imported only here).
+    "mantle_stream.gate": {
+        "mantle_stream.core",
+        "mantle_stream.outputs",
+        "mantle_stream.gate",
     },
     "mantle_stream.testing": {"mantle_stream.core"},
     # The pytest plugin, an edge like the command line (its entry module itself

@@ -67,6 +67,7 @@ from mantle_stream.outputs.report import (
     EXIT_ERROR,
     EXIT_FAILED,
     EXIT_OK,
+    GateReport,
     GroupReport,
     build_report,
     exit_status,
@@ -106,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
             return _validate(args.scenarios)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "gate":
+            return _gate(args)
         if args.command == "rekey":
             from mantle_stream.cli.rekey import run_rekey  # confluent-kafka: only now
 
@@ -198,7 +201,8 @@ class _Progress(Protocol):
 
     def events_per_second(self) -> float: ...
 
-    latest: deque[Decision]
+    @property
+    def latest(self) -> deque[Decision]: ...
 
     @property
     def stopped_early(self) -> Sequence[str]: ...
@@ -346,7 +350,7 @@ async def _progress(bar: ReadProgress, runner: Runner) -> None:
         await anyio.sleep(0.1)
 
 
-async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
+async def _refresh(view: Live, session: _Session, runner: _Progress) -> None:
     """Redraw from a fresh snapshot at a steady rate (no flicker, no torn state)."""
     while True:
         await anyio.sleep(1 / 8)
@@ -361,6 +365,7 @@ def _finish(
     fmt: str,
     judged: Judged | None = None,
     group: GroupReport | None = None,
+    gate: GateReport | None = None,
 ) -> int:
     """The report (of ``judged``, the workers' merged outcome, when given; with a Kafka
     member's ``group``), the closing lines and the exit status."""
@@ -372,6 +377,8 @@ def _finish(
     )
     if group is not None:
         report = msgspec.structs.replace(report, kafka=group)
+    if gate is not None:
+        report = msgspec.structs.replace(report, gate=gate)
     session.sinks.on_end(report)
     if fmt == "json":
         sys.stdout.write(report.to_json().decode() + "\n")
@@ -770,6 +777,108 @@ def _demo(args: argparse.Namespace) -> int:
                 f"stopped early: {len(stats.stopped)} conversations "
                 f"({', '.join(stats.stopped)}), saving {stats.saved_events} events and "
                 f"{stats.saved_turns} user turns the simulator did not have to play"
+            )
+        )
+    return code
+
+
+def _say_unjudged(cid: str, why: str) -> None:
+    message = f"mantle-stream: warning: run `{cid}` is forwarded unjudged: {why}"
+    print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
+
+
+def _results_so_far(path: str | None) -> dict[str, RecordedRun]:
+    """The results folder's runs so far (it may not exist yet, or hold no run yet)."""
+    if path is None:
+        return {}
+    with contextlib.suppress(UsageError):
+        return load_results(path)
+    return {}
+
+
+def _gate(args: argparse.Namespace) -> int:
+    """The gate in front of the agent until Ctrl-C, SIGTERM or --linger; then the reports
+    as watch writes them, with the gate's part (runs seen, stopped, turns not played)."""
+    from mantle_stream.gate.proxy import GateOptions
+    from mantle_stream.gate.runs import GateJudge
+    from mantle_stream.gate.serve import Gate, parse_listen
+
+    upstream = args.upstream
+    if not upstream.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream `{upstream}`: expected the agent's http:// or https:// URL")
+    scenarios = _load(args.scenarios)
+    recorded = _results_so_far(args.results)
+
+    def evaluator(chosen: list[Scenario] | Scenario) -> Evaluator:
+        return Evaluator(chosen, source="gate", regex_timeout=args.regex_timeout)
+
+    main = evaluator(scenarios)
+    session = _Session(args, main, live=args.format != "json", source="gate")
+    session.recorded = recorded
+    if session.junit is not None:
+        session.junit.recorded = recorded
+    judge = GateJudge(
+        scenarios,
+        stop=args.stop,
+        evaluator=main,
+        make_evaluator=evaluator,
+        on_decisions=session.sinks.on_decisions,
+        on_stop=session.sinks.on_stop,
+        on_problem=_say_unjudged,
+        upstream=redact(upstream),
+    )
+    judge.recorded = recorded
+    options = GateOptions(
+        upstream=upstream,
+        ready_timeout=args.ready_timeout,
+        upstream_timeout=args.upstream_timeout,
+    )
+    gate = Gate(
+        judge, options, listen=parse_listen(args.listen), linger=args.linger, results=args.results
+    )
+    session.source = f"gate {gate.address} → {redact(upstream)}"
+    print(gate.address, file=sys.stderr, flush=True)
+    print(
+        f"mantle-stream: gate listening on {gate.address}, forwarding to {redact(upstream)}; "
+        f"point `rasa tools run --rasa-server-url` at it",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tasks:
+
+            async def signals() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+                    async for _ in received:
+                        gate.stop()
+
+            tasks.start_soon(signals)
+            if session.live:
+                with session.live_view(gate) as view:
+                    tasks.start_soon(_refresh, view, session, gate)
+                    await gate.run()
+            else:
+                await gate.run()
+            tasks.cancel_scope.cancel()
+
+    try:
+        anyio.run(go)
+        report = judge.report()
+        outcome = RunOutcome("ended", tuple(judge.stopped_early))
+        code = _finish(session, outcome, gate, fmt=args.format, gate=report)
+    finally:
+        session.close()
+    if args.format != "json":
+        _closing_console().print(
+            literal(
+                f"gate: {report.runs} runs, {report.stopped} stopped early, "
+                f"{report.turns_not_played} agent turns not played"
+                + (
+                    f"; {len(report.ambiguous)} ended with several candidate scenarios"
+                    if report.ambiguous
+                    else ""
+                )
             )
         )
     return code

@@ -69,6 +69,11 @@ def _at_least_one(text: str) -> int:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_output_options(p)
+    _add_judging_options(p)
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jsonl",
         metavar="PATH",
@@ -95,6 +100,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "and errored assertions, and append a Markdown summary to $GITHUB_STEP_SUMMARY "
         "when it is set (default: github when $GITHUB_ACTIONS is `true`, else none)",
     )
+
+
+def _add_judging_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fail-fast",
         action="store_true",
@@ -425,6 +433,90 @@ def _parser() -> argparse.ArgumentParser:
         help="write a picture of the run at the end: one self-contained HTML file",
     )
     demo.add_argument("--fail-fast", action="store_true", help="stop at the first failed assertion")
+
+    gate = sub.add_parser(
+        "gate",
+        help="in front of the agent: stop Rasa's own simulator when a run fails",
+        formatter_class=formatter,
+        description="An HTTP reverse proxy in front of the agent, for Rasa's evaluate_agent: "
+        "point `rasa tools run --rasa-server-url` at it. Every request is forwarded to "
+        "--upstream unchanged and its reply streamed back; each run is judged from the "
+        "agent's tracker endpoint after every exchange, and a run that failed gets `[]` "
+        "for its next message, which ends it. The reports are written when the gate ends "
+        "(Ctrl-C, SIGTERM, or --linger).",
+        epilog=_epilog(
+            "mantle-stream gate eval/scenarios --upstream http://localhost:5005",
+            "rasa tools run --rasa-server-url http://127.0.0.1:5006   # then, elsewhere",
+            "mantle-stream gate eval/scenarios --upstream http://localhost:5005 "
+            "--results eval/results/2026-12-01T09-00-00 --linger 30 --junit gate.xml",
+        ),
+    )
+    gate.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=scenarios)
+    gate.add_argument(
+        "--upstream",
+        required=True,
+        metavar="URL",
+        help="the agent's base URL, as evaluate_agent would be given it "
+        "(http://localhost:5005, say); the only address the gate ever contacts",
+    )
+    gate.add_argument(
+        "--listen",
+        default="127.0.0.1:5006",
+        metavar="HOST:PORT",
+        help="where the simulator reaches the gate (default: 127.0.0.1:5006; port 0 picks "
+        "a free port); the address is printed on standard error",
+    )
+    gate.add_argument(
+        "--stop",
+        choices=("failed", "never"),
+        default="failed",
+        help="failed: answer a failed run's next message with [] so the simulator ends it "
+        "(default); never: judge and watch only",
+    )
+    gate.add_argument(
+        "--results",
+        metavar="DIR",
+        help="the evaluate_agent results folder of this batch (it may not exist yet): a "
+        "run file names its run's scenario, when several scenarios are loaded",
+    )
+    gate.add_argument(
+        "--format",
+        choices=("live", "json"),
+        default="live",
+        help="live: the live view on a terminal, else a line per verdict (default); json: "
+        "the JSON report on standard output when the gate ends",
+    )
+    gate.add_argument(
+        "--linger",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="end the gate this long after the last run's tracker was read by the "
+        "simulator, once no run is open (default: never: Ctrl-C or SIGTERM end it)",
+    )
+    gate.add_argument(
+        "--ready-timeout",
+        type=_positive,
+        default=10.0,
+        metavar="SECONDS",
+        help="a run's next message waits at most this long for its last exchange to be "
+        "judged, then is forwarded (default: 10)",
+    )
+    gate.add_argument(
+        "--upstream-timeout",
+        type=_positive,
+        default=300.0,
+        metavar="SECONDS",
+        help="the longest wait for the agent between two pieces of a reply (default: 300)",
+    )
+    gate.add_argument(
+        "--regex-timeout",
+        type=_positive,
+        default=DEFAULT_REGEX_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time limit of one text_matches search (default: {DEFAULT_REGEX_TIMEOUT})",
+    )
+    _add_output_options(gate)
 
     rekey = sub.add_parser(
         "rekey",

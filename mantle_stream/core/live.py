@@ -61,8 +61,12 @@ class StopRule:
 
     def settled(self, decisions: Iterable[Decision]) -> list[StopMessage]:
         """Stop messages for the conversations this batch settled before their end."""
+        return [message for message, _ in self.settling(decisions)]
+
+    def settling(self, decisions: Iterable[Decision]) -> list[tuple[StopMessage, Decision]]:
+        """:meth:`settled`, each message with the decision it names."""
         evaluator = self.evaluator
-        messages = []
+        out = []
         for cid, decision in settling(decisions).items():
             # A conversation that ended by itself has nothing left to save.
             if cid in self.notified or not evaluator.is_open(cid):
@@ -78,8 +82,8 @@ class StopRule:
                 evaluator.stop(cid, decision)
             # Settled now, so this batch holds the first failure, or (all passed)
             # the last decision.
-            messages.append(StopMessage.of(result, decision))
-        return messages
+            out.append((StopMessage.of(result, decision), decision))
+        return out
 
 
 class GapTimer:

@@ -26,6 +26,10 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_FAILED",
     "EXIT_OK",
+    "AmbiguousRun",
+    "CandidateVerdict",
+    "GateReport",
+    "GateScenario",
     "GroupReport",
     "Recorded",
     "Report",
@@ -173,6 +177,39 @@ class GroupReport(msgspec.Struct, frozen=True):
     restored: int  # conversations resumed from the state topic
 
 
+class CandidateVerdict(msgspec.Struct, frozen=True):
+    scenario: str
+    verdict: str
+
+
+class AmbiguousRun(msgspec.Struct, frozen=True):
+    """A run that ended with several candidate scenarios (or none): not counted as
+    passed or failed; each candidate's verdict is given."""
+
+    conversation_id: str
+    candidates: list[CandidateVerdict]
+
+
+class GateScenario(msgspec.Struct, frozen=True):
+    scenario: str
+    runs: int
+    stopped: int
+    turns_not_played: int  # webhook messages the gate answered instead of the agent
+
+
+class GateReport(msgspec.Struct, frozen=True):
+    """The gate's part of the report (``mantle-stream gate``): the runs it saw, stopped
+    and the agent turns they did not play, in all and per scenario."""
+
+    upstream: str
+    runs: int
+    stopped: int
+    turns_not_played: int
+    scenarios: list[GateScenario]
+    ambiguous: list[AmbiguousRun] = []
+    problems: list[str] = []  # runs whose judging failed: forwarded unchanged
+
+
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     conversations: list[ReportConversation]
     summary: Summary
@@ -181,6 +218,7 @@ class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     # Per scenario, its runs (the listed conversations judged against it).
     scenarios: list[ScenarioResult] = []
     kafka: GroupReport | None = None
+    gate: GateReport | None = None
 
     def to_json(self) -> bytes:
         return msgspec.json.format(msgspec.json.encode(self), indent=2)

@@ -513,7 +513,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 if cls is not Skipped:
                     if cls is User:
                         text = payload.text
-                        # A turn starts at a real message, not "" or a /command.
+                        # A turn starts at a real message, not "" or a /command
+                        # (events.model.starts_turn, inline: it is the hot loop).
                         if text and (text := text.strip()) and text[0] != "/":
                             conv.turn += 1
                             if seq is not None and conv.turn <= MAX_TURN_STARTS:

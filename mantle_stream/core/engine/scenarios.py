@@ -115,6 +115,11 @@ class ScenarioChoice:
                 self._close(conv)  # finished, and let go of in its turn (keep_finished)
                 self._let_go()
             return None
+        self._judge_with(conv, plan, out)
+        return plan
+
+    def _judge_with(self, conv: Conversation, plan: Plan, out: list[Decision]) -> None:
+        """A waiting conversation's scenario is known: its buffered events are applied."""
         conv.plan, conv.naming = plan, Naming.JUDGED
         conv.machines = list(plan.untouched)
         conv.results = [None] * len(conv.machines)
@@ -125,7 +130,29 @@ class ScenarioChoice:
         self._events -= len(held)  # counted once already, when they arrived
         for earlier, its_payload in held:  # with its payload: its line is not at hand
             self._run([earlier], out, known=its_payload)
-        return plan
+
+    def assign(self, conversation_id: str, scenario: str) -> list[Decision]:
+        """Name the scenario that judges a conversation, from outside its events (a
+        results folder that appeared, the gate's choice from the run's setup).
+
+        Before its first event, it is judged against ``scenario`` from the start; a
+        conversation still waiting for its scenario has its buffered events applied
+        now. One already judged (or given up on) keeps what it has. An unknown
+        ``scenario`` makes it one that named a scenario not loaded.
+        """
+        conv = self._convs.get(conversation_id)
+        if conv is None:
+            self._assignments[conversation_id] = scenario
+            return []
+        out: list[Decision] = []
+        if conv.naming != Naming.WAITING or conv.finished:
+            return out
+        plan = self._by_name.get(scenario)
+        if plan is None:
+            conv.naming, conv.requested, conv.buffer = Naming.NOT_LOADED, scenario, None
+        else:
+            self._judge_with(conv, plan, out)
+        return out
 
     def unmatched(self) -> list[UnmatchedConversation]:
         """Conversations judged against no scenario: they named none, or one not loaded."""

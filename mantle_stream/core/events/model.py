@@ -67,6 +67,7 @@ __all__ = [
     "parse_json_value",
     "payload_of",
     "single_payload",
+    "starts_turn",
 ]
 
 
@@ -97,6 +98,14 @@ class User(Payload, frozen=True, gc=False):
 
     text: str | None = None
     kind: ClassVar[str] = "user"
+
+
+def starts_turn(text: str | None) -> bool:
+    """Whether a user message with this text starts a new turn: a real message, not
+    ``""`` or a ``/command`` such as ``/session_start``. (The evaluator's hot loop
+    writes the same test inline.)"""
+    stripped = (text or "").strip()
+    return bool(stripped) and stripped[0] != "/"
 
 
 class Bot(Payload, frozen=True, gc=False):

@@ -1,0 +1,85 @@
+"""Which scenarios a run can be playing, from what it showed before its first user message.
+
+Pure core. Nothing Rasa's simulator sends names a run's scenario; what tells
+runs apart on the wire is their setup (``evaluate_agent`` splits a scenario's
+``setup.initial_slots`` in two):
+
+* entries for project memory fields marked ``seed: true`` travel in the
+  ``/session_start`` message's metadata, under the field's **bare** name (the
+  scenario may write it ``customer_authenticated`` or
+  ``project.customer_authenticated``);
+* every other entry is posted to ``/conversations/{id}/tracker/events`` as a
+  ``slot`` event named **exactly** as the scenario writes the key.
+
+A scenario is a *candidate* for a run when its ``initial_slots`` and what the
+run showed match one to one: every entry the run showed is one of the
+scenario's, with an equal value (:func:`~mantle_stream.core.values.strict_equal`),
+and the scenario has no entry the run did not show. A run's metadata other
+than ``is_simulation`` counts as shown (a seed field), so does every slot it
+was sent before its first user message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.core.values import strict_equal
+
+__all__ = ["PROJECT_PREFIX", "RunSetup", "candidates"]
+
+#: The scope of project memory fields: a seed field's key may carry it or not.
+PROJECT_PREFIX = "project."
+#: Metadata keys of the simulator's own, not the scenario's.
+_SIMULATOR_KEYS = frozenset({"is_simulation", "scenario"})
+
+
+@dataclass
+class RunSetup:
+    """What a run showed before its first user message."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)  # seed fields, bare names
+    slots: dict[str, Any] = field(default_factory=dict)  # slot events, by name
+
+    def session_start(self, metadata: Mapping[str, Any]) -> None:
+        """The ``/session_start`` message's metadata."""
+        self.metadata.update((k, v) for k, v in metadata.items() if k not in _SIMULATOR_KEYS)
+
+    def slot_events(self, events: Iterable[Any]) -> None:
+        """A body posted to ``tracker/events``: its ``slot`` events count."""
+        for event in events:
+            if isinstance(event, dict) and event.get("event") == "slot":
+                name = event.get("name")
+                if isinstance(name, str):
+                    self.slots[name] = event.get("value")
+
+
+def _matches(key: str, value: Any, setup: RunSetup, used: set[tuple[str, str]]) -> bool:
+    """Whether the scenario's entry ``key: value`` is one the run showed (not yet used)."""
+    if key in setup.slots and ("slot", key) not in used and strict_equal(setup.slots[key], value):
+        used.add(("slot", key))
+        return True
+    bare = key.removeprefix(PROJECT_PREFIX)
+    for name in {key, bare}:
+        if (
+            name in setup.metadata
+            and ("seed", name) not in used
+            and strict_equal(setup.metadata[name], value)
+        ):
+            used.add(("seed", name))
+            return True
+    return False
+
+
+def is_candidate(scenario: Scenario, setup: RunSetup) -> bool:
+    used: set[tuple[str, str]] = set()
+    if not all(_matches(k, v, setup, used) for k, v in scenario.initial_slots.items()):
+        return False
+    return len(used) == len(setup.slots) + len(setup.metadata)
+
+
+def candidates(scenarios: Iterable[Scenario], setup: RunSetup) -> list[Scenario]:
+    """The scenarios whose ``initial_slots`` match what the run showed, one to one."""
+    return [s for s in scenarios if is_candidate(s, setup)]

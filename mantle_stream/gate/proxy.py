@@ -1,0 +1,324 @@
+"""The gate's HTTP side: a reverse proxy in front of one agent, as an ASGI application.
+
+An edge module (anyio, httpx). :class:`GateProxy` is served by uvicorn
+(:mod:`mantle_stream.gate.serve`); every request goes to the one configured
+upstream — the request target only ever supplies the path and query, so the
+gate is not an open proxy — with its method, path, query string, headers and
+body unchanged but for ``Host`` (and the hop-by-hop headers a proxy must not
+pass on), and the reply comes back unchanged, its body streamed as it
+arrives (an agent's NDJSON lines reach the simulator as it writes them).
+
+What it reads on the way (simulator.md's protocol), for
+:class:`~mantle_stream.gate.runs.GateJudge`:
+
+* ``POST /webhooks/rest/webhook``: a run's message (``sender``, ``message``,
+  ``metadata``). Before forwarding, it waits (at most ``ready_timeout``
+  seconds) until the run's previous exchange has been judged; a run that
+  failed gets ``200 []`` instead, which ends it. After the reply, the run's
+  tracker is read and judged in the background.
+* ``POST /conversations/{id}/tracker/events``: the run's initial slots.
+* ``GET /conversations/{id}/tracker``: the simulator reads the finished run:
+  the gate reads it too and ends the run.
+
+It fails open: whatever goes wrong in judging, the run is forwarded
+unchanged and the problem reported. Request bodies are bounded
+(``max_body``, 413 beyond); an upstream that cannot be reached gives 502 with
+a one-line reason, which Rasa's simulator retries as it would without the gate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+import anyio
+import msgspec
+
+from mantle_stream.gate.runs import GateJudge
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["GateOptions", "GateProxy"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: Headers that belong to one hop (RFC 9110 7.6.1), never passed on by a proxy.
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+WEBHOOK = "/webhooks/rest/webhook"
+_CONVERSATION = re.compile(r"^/conversations/([^/]+)/tracker(/events)?$")
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """How the gate forwards and waits."""
+
+    upstream: str  # the agent's base URL
+    max_body: int = 1 << 20  # bytes of a request body (the socket listener's line cap)
+    ready_timeout: float = 10.0  # a message waits this long for its run's last judging
+    upstream_timeout: float = 300.0  # seconds an upstream read may take (per read)
+    tracker_timeout: float = 10.0  # seconds a tracker read of the gate's may take
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class GateProxy:
+    """The ASGI application: forwards everything, stops failed runs."""
+
+    def __init__(
+        self,
+        options: GateOptions,
+        judge: GateJudge,
+        client: httpx.AsyncClient,
+        spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
+    ) -> None:
+        import httpx
+
+        self.options = options
+        self.judge = judge
+        self.client = client
+        self.spawn = spawn  # starts a background task in the gate's task group
+        self.base = httpx.URL(options.upstream.rstrip("/"))
+        self._ready: dict[str, anyio.Event] = {}  # runs whose last exchange is being judged
+        self.requests = 0
+        self.tracker_reads = 0  # by the simulator, each the end of a run
+        self.last_end = 0.0  # loop time of the last run's end
+        self.in_flight = 0
+
+    def pending_judging(self) -> bool:
+        """Whether a run's tracker is being read or judged now."""
+        return bool(self._ready)
+
+    # ------------------------------------------------------------------ ASGI
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan is off; websockets are not Rasa's
+            return
+        self.requests += 1
+        self.in_flight += 1
+        try:
+            await self._http(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await self._body(receive)
+        except _TooLarge:
+            await _answer(
+                send,
+                413,
+                f"mantle-stream gate: request body over {self.options.max_body} bytes\n",
+            )
+            return
+        method: str = scope["method"]
+        path: str = scope["path"]
+        webhook = method == "POST" and path == WEBHOOK
+        cid: str | None = None
+        ends_run = False
+        if webhook:
+            cid = self._message(body)
+            if cid is not None:
+                await self._wait_ready(cid)
+                if self.judge.stop_now(cid):
+                    await _answer(send, 200, b"[]", "application/json")
+                    return
+        else:
+            found = _CONVERSATION.match(path)
+            if found is not None:
+                target = unquote(found.group(1))
+                if found.group(2) and method == "POST":
+                    self._slots(target, body)
+                elif not found.group(2) and method == "GET":
+                    cid, ends_run = target, True
+        complete = await self._forward(scope, body, send)
+        if cid is not None and complete:
+            if ends_run:
+                self.tracker_reads += 1
+                self.last_end = anyio.current_time()
+            self._judge_later(cid, final=ends_run)
+
+    async def _body(self, receive: Receive) -> bytes:
+        parts = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.options.max_body:
+                raise _TooLarge
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(parts)
+
+    # ------------------------------------------------------------------ reading the run
+
+    def _message(self, body: bytes) -> str | None:
+        """The run a webhook message is of, told to the judge; None if it names none."""
+        try:
+            payload = _decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if not isinstance(payload, dict) or not isinstance(payload.get("sender"), str):
+            return None
+        cid: str = payload["sender"]
+        self.judge.message(cid, payload.get("message"), payload.get("metadata"))
+        return cid
+
+    def _slots(self, cid: str, body: bytes) -> None:
+        try:
+            events = _decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            return
+        self.judge.slots(cid, events)
+
+    async def _wait_ready(self, cid: str) -> None:
+        """A run's next message waits for its last exchange's events to be applied, at
+        most ``ready_timeout`` seconds (then it goes on: the gate fails open)."""
+        ready = self._ready.get(cid)
+        if ready is not None:
+            with anyio.move_on_after(self.options.ready_timeout):
+                await ready.wait()
+
+    def _judge_later(self, cid: str, *, final: bool) -> None:
+        ready = self._ready[cid] = anyio.Event()
+
+        async def judge() -> None:
+            try:
+                await self._read_tracker(cid, final=final)
+            finally:
+                ready.set()
+                if self._ready.get(cid) is ready:
+                    del self._ready[cid]
+
+        self.spawn(judge)
+
+    async def _read_tracker(self, cid: str, *, final: bool) -> None:
+        import httpx
+
+        run = self.judge.run(cid)
+        # The id as one path segment, whatever it holds.
+        segment = quote(cid, safe="").replace(".", "%2E").encode()
+        url = self.base.copy_with(
+            raw_path=self.base.raw_path.rstrip(b"/") + b"/conversations/" + segment + b"/tracker"
+        )
+        try:
+            with anyio.fail_after(self.options.tracker_timeout):
+                response = await self.client.get(url)
+        except (httpx.HTTPError, TimeoutError) as exc:
+            self.judge.problem(run, f"its tracker could not be read: {_reason(exc)}")
+            if final:
+                self.judge.tracker(cid, b'{"sender_id": "", "events": []}', final=True)
+            return
+        if response.status_code != 200:
+            self.judge.problem(run, f"its tracker could not be read: HTTP {response.status_code}")
+            return
+        self.judge.tracker(cid, response.content, final=final)
+
+    # ------------------------------------------------------------------ forwarding
+
+    async def _forward(self, scope: Scope, body: bytes, send: Send) -> bool:
+        """Send the request upstream and stream the reply back; True when the whole
+        reply was passed on."""
+        import httpx
+
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        url = self.base.copy_with(
+            raw_path=self.base.raw_path.rstrip(b"/")
+            + raw_path.split(b"?", 1)[0]
+            + (b"?" + scope["query_string"] if scope.get("query_string") else b"")
+        )
+        headers = _forwarded(scope["headers"], self.base.netloc)
+        request = httpx.Request(scope["method"], url, headers=headers, content=body)
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            await _answer(
+                send,
+                502,
+                f"mantle-stream gate: the agent at {self.options.upstream} did not answer: "
+                f"{_reason(exc)}\n",
+            )
+            return False
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [
+                        (k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP
+                    ],
+                }
+            )
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+        return 200 <= response.status_code < 300
+
+
+def _forwarded(headers: list[tuple[bytes, bytes]], host: bytes) -> list[tuple[bytes, bytes]]:
+    """The request's headers as the upstream gets them: ``Host`` rewritten, hop-by-hop
+    headers (and those ``Connection`` names) left out, the rest unchanged, in order."""
+    named = {
+        token.strip().lower()
+        for key, value in headers
+        if key.lower() == b"connection"
+        for token in value.split(b",")
+    }
+    out = [(b"host", host)]
+    for key, value in headers:
+        lower = key.lower()
+        if lower == b"host" or lower in HOP_BY_HOP or lower in named:
+            continue
+        out.append((key, value))
+    return out
+
+
+async def _answer(send: Send, status: int, body: str | bytes, kind: str = "text/plain") -> None:
+    data = body.encode() if isinstance(body, str) else body
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (
+                    b"content-type",
+                    kind.encode() + (b"; charset=utf-8" if kind == "text/plain" else b""),
+                ),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying why a request failed."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,187 @@
+"""Running a gate: the proxy served by uvicorn, the judge's timers, the end.
+
+An edge module (anyio, uvicorn, httpx: the ``mantle_stream[gate]`` extra,
+imported only when a gate runs). :class:`Gate` binds the listening socket
+first (so its address, a free port for port 0, is known and printed before
+the first request), serves :class:`~mantle_stream.gate.proxy.GateProxy` on it
+in the current event loop, and keeps the time for the judge: the event rate,
+new run files in the results folder, and ``linger`` (the gate ends that
+long after the last run's tracker was read, once no run is open). Signals
+are the caller's: :meth:`Gate.stop` ends it (uvicorn's own signal handling
+is turned off, so Ctrl-C and SIGTERM end the gate like any other command).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+import anyio
+
+from mantle_stream.core.errors import UsageError
+from mantle_stream.core.recorded import load_results
+from mantle_stream.core.verdicts import Decision
+from mantle_stream.gate.proxy import GateOptions, GateProxy
+from mantle_stream.gate.runs import GateJudge
+
+__all__ = ["INSTALL_HINT", "Gate", "parse_listen"]
+
+#: What to install when the gate's libraries are missing.
+INSTALL_HINT = 'pip install "mantle_stream[gate]"'
+#: Seconds between two looks at the results folder.
+RESULTS_INTERVAL = 1.0
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as a pair; a usage error otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--listen `{text}`: expected HOST:PORT, such as 127.0.0.1:5006")
+    return host, int(port)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"--listen {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+class Gate:
+    """A gate in front of one agent. Create, then ``await run()`` until :meth:`stop`."""
+
+    def __init__(
+        self,
+        judge: GateJudge,
+        options: GateOptions,
+        *,
+        listen: tuple[str, int] = ("127.0.0.1", 5006),
+        linger: float | None = None,
+        results: str | None = None,
+    ) -> None:
+        try:
+            import httpx  # noqa: F401
+            import uvicorn  # noqa: F401
+        except ImportError as exc:
+            raise UsageError(
+                f"the gate needs {exc.name}, which is not installed: {INSTALL_HINT}"
+            ) from None
+        self.judge = judge
+        self.options = options
+        self.linger = linger
+        self.results = results
+        self._sock = _bind(*listen)
+        host, port = self._sock.getsockname()[:2]
+        self.address = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self.proxy: GateProxy | None = None
+        self._server: Any = None
+        self._stopping = False
+        self.started = 0.0
+        self.ended: float | None = None
+
+    # ------------------------------------------------------------------ what the live view reads
+
+    @property
+    def elapsed(self) -> float:
+        end = self.ended if self.ended is not None else anyio.current_time()
+        return end - self.started
+
+    def events_per_second(self) -> float:
+        return self.judge.events_per_second()
+
+    @property
+    def latest(self) -> deque[Decision]:
+        return self.judge.latest
+
+    @property
+    def stopped_early(self) -> list[str]:
+        return self.judge.stopped_early
+
+    # ------------------------------------------------------------------ running
+
+    def stop(self) -> None:
+        """End the gate: no new connection is taken, requests under way finish."""
+        self._stopping = True
+        if self._server is not None:
+            self._server.should_exit = True
+
+    async def run(self) -> None:
+        import httpx
+        import uvicorn
+
+        class _Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                yield  # the gate's caller handles signals
+
+        self.started = anyio.current_time()
+        timeout = httpx.Timeout(self.options.upstream_timeout, connect=10.0)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
+        async with (
+            httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client,
+            anyio.create_task_group() as tasks,
+        ):
+
+            def spawn(job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+                tasks.start_soon(job)
+
+            proxy = self.proxy = GateProxy(self.options, self.judge, client, spawn)
+            config = uvicorn.Config(
+                proxy,
+                lifespan="off",
+                log_level="warning",
+                access_log=False,
+                server_header=False,
+                date_header=False,
+                timeout_graceful_shutdown=5,
+                backlog=2048,
+            )
+            self._server = server = _Server(config)
+            server.should_exit = self._stopping
+            tasks.start_soon(self._tick, proxy)
+            await server.serve(sockets=[self._sock])
+            # Requests under way have finished; their runs' last readings go on briefly.
+            with anyio.move_on_after(self.options.tracker_timeout):
+                while proxy.pending_judging():
+                    await anyio.sleep(0.02)
+            tasks.cancel_scope.cancel()
+        self._sock.close()
+        self.judge.finish_all()
+        self.ended = anyio.current_time()
+
+    async def _tick(self, proxy: GateProxy) -> None:
+        judge = self.judge
+        looked = 0.0
+        seen = -1
+        while True:
+            await anyio.sleep(0.1)
+            now = anyio.current_time()
+            judge.rate.add(now, judge.main.statistics().events)
+            if self.results is not None and now - looked >= RESULTS_INTERVAL:
+                looked = now
+                with contextlib.suppress(UsageError):  # not there yet, or no run file yet
+                    runs = await anyio.to_thread.run_sync(load_results, self.results)
+                    if len(runs) != seen:
+                        seen = len(runs)
+                        judge.results_changed(runs)
+            if (
+                self.linger is not None
+                and proxy.tracker_reads
+                and proxy.in_flight == 0
+                and not proxy.pending_judging()
+                and all(run.ended for run in judge.runs.values())
+                and now - proxy.last_end >= self.linger
+            ):
+                self.stop()
+                return
