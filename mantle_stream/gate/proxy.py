@@ -32,7 +32,7 @@ import re
 from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 import anyio
 import msgspec
@@ -133,7 +133,7 @@ class GateProxy:
             )
             return
         method: str = scope["method"]
-        path: str = scope["path"]
+        path = _target_path(scope).decode("latin-1")  # still percent-encoded
         webhook = method == "POST" and path == WEBHOOK
         cid: str | None = None
         ends_run = False
@@ -246,10 +246,9 @@ class GateProxy:
         reply was passed on."""
         import httpx
 
-        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
         url = self.base.copy_with(
             raw_path=self.base.raw_path.rstrip(b"/")
-            + raw_path.split(b"?", 1)[0]
+            + _target_path(scope)
             + (b"?" + scope["query_string"] if scope.get("query_string") else b"")
         )
         headers = _forwarded(scope["headers"], self.base.netloc)
@@ -280,6 +279,17 @@ class GateProxy:
         finally:
             await response.aclose()
         return 200 <= response.status_code < 300
+
+
+def _target_path(scope: Scope) -> bytes:
+    """The request target's path, as sent (still percent-encoded). A target in absolute
+    form (``GET http://elsewhere/x``, as to a forward proxy) gives its path only: the
+    gate forwards to its upstream and nowhere else."""
+    raw: bytes = scope.get("raw_path") or scope["path"].encode()
+    raw = raw.split(b"?", 1)[0]
+    if not raw.startswith(b"/"):
+        raw = urlsplit(raw).path or b"/"
+    return raw
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]], host: bytes) -> list[tuple[bytes, bytes]]:

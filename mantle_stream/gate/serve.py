@@ -117,7 +117,6 @@ class Gate:
             self._server.should_exit = True
 
     async def run(self) -> None:
-        import httpx
         import uvicorn
 
         class _Server(uvicorn.Server):
@@ -126,6 +125,17 @@ class Gate:
                 yield  # the gate's caller handles signals
 
         self.started = anyio.current_time()
+        try:
+            await self._serve(_Server)
+        finally:
+            self._sock.close()
+            self.judge.finish_all()
+            self.ended = anyio.current_time()
+
+    async def _serve(self, server_class: Any) -> None:
+        import httpx
+        import uvicorn
+
         timeout = httpx.Timeout(self.options.upstream_timeout, connect=10.0)
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
         async with (
@@ -144,10 +154,11 @@ class Gate:
                 access_log=False,
                 server_header=False,
                 date_header=False,
+                proxy_headers=False,  # X-Forwarded-* are the upstream's to read
                 timeout_graceful_shutdown=5,
                 backlog=2048,
             )
-            self._server = server = _Server(config)
+            self._server = server = server_class(config)
             server.should_exit = self._stopping
             tasks.start_soon(self._tick, proxy)
             await server.serve(sockets=[self._sock])
@@ -156,9 +167,6 @@ class Gate:
                 while proxy.pending_judging():
                     await anyio.sleep(0.02)
             tasks.cancel_scope.cancel()
-        self._sock.close()
-        self.judge.finish_all()
-        self.ended = anyio.current_time()
 
     async def _tick(self, proxy: GateProxy) -> None:
         judge = self.judge

@@ -287,12 +287,14 @@ async def serving(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
     sock.listen(1024)
     port = sock.getsockname()[1]
     server = _Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(server.serve, [sock])
-        while not server.started:
-            await anyio.sleep(0.005)
-        try:
-            yield f"http://{host}:{port}"
-        finally:
-            server.should_exit = True
-    sock.close()
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(server.serve, [sock])
+            while not server.started:
+                await anyio.sleep(0.005)
+            try:
+                yield f"http://{host}:{port}"
+            finally:
+                server.should_exit = True
+    finally:
+        sock.close()
