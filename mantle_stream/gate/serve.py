@@ -49,6 +49,10 @@ def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Inherited by every accepted connection: a reply's headers and its first
+        # NDJSON line go out at once, not 40 ms apart (Nagle's algorithm meeting
+        # the simulator's delayed acknowledgement).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(2048)
     except OSError as exc:
@@ -138,8 +142,11 @@ class Gate:
 
         timeout = httpx.Timeout(self.options.upstream_timeout, connect=10.0)
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
+        transport = httpx.AsyncHTTPTransport(
+            limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        )
         async with (
-            httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client,
+            httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client,
             anyio.create_task_group() as tasks,
         ):
 

@@ -283,6 +283,7 @@ async def serving(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
             yield
 
     sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, 0))
     sock.listen(1024)
     port = sock.getsockname()[1]
