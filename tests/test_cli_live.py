@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -333,3 +334,24 @@ def test_listening_remotely_without_a_token_is_warned_about() -> None:
     finally:
         stop(proc)
     assert first.startswith("mantle-stream: warning: --listen-remote without --token")
+
+
+def test_watch_on_a_followed_file_keeps_following_until_interrupted(tmp_path: Path) -> None:
+    """A followed file is live: its runs having ended does not end the watch (more runs
+    may be written later); Ctrl-C does, and the report holds what was judged."""
+    feed = tmp_path / "rasa_event.log"
+    feed.write_text((EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text())
+    proc = spawn("watch", str(CARD), "--events", f"follow:{feed}")
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=3)  # the runs ended at once; it follows on
+        with feed.open("a") as out:  # a run written later is judged too
+            later = (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text()
+            out.write(later.replace("sim-5588a28d", "sim-later-1"))
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert "sim-later-1" in stdout
+    assert proc.returncode == 1  # a failed run was judged (not 130: judged, then ended)

@@ -88,9 +88,14 @@ async def _gate(
 ) -> AsyncIterator[tuple[Gate, GateJudge]]:
     stop = options.pop("stop", "failed")
     results = options.pop("results", None)
-    judge = GateJudge(scenarios, stop=stop, upstream=upstream)
+    events = options.pop("events", None)
+    judge = GateJudge(scenarios, stop=stop, upstream=upstream, reads_tracker=not events)
     gate = Gate(
-        judge, GateOptions(upstream=upstream, **options), listen=("127.0.0.1", 0), results=results
+        judge,
+        GateOptions(upstream=upstream, **options),
+        listen=("127.0.0.1", 0),
+        results=results,
+        events=events,
     )
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(gate.run)
@@ -145,6 +150,30 @@ async def test_a_failing_run_gets_an_empty_reply_and_ends_and_the_verdicts_equal
     for run in runs:
         if run.conversation_id not in stopped:
             assert run.turns == len(run.messages)  # played to its end
+
+
+async def test_with_events_from_a_broker_file_failing_runs_are_stopped_too(
+    tmp_path: Path,
+) -> None:
+    """--events follow:FILE: the agent writes its events to a file broker as it plays;
+    the gate judges them from there and never reads the tracker."""
+    recorded = _recorded()
+    scenarios = _scenarios()
+    runs = _runs(recorded, scenarios)
+    broker = tmp_path / "rasa_event.log"
+    agent = StandInAgent(recorded, broker=str(broker))
+    async with (
+        serving(agent) as upstream,
+        _gate(upstream, scenarios, events=[f"follow:{broker}"]) as (gate, judge),
+    ):
+        for run in runs:  # one at a time, thinking, as an LLM user does
+            await simulate(gate.address, [run], think=0.2)
+    stopped = {r.conversation_id for r in runs if r.stopped}
+    assert stopped and judge.report().stopped == len(stopped)
+    results = {r.conversation_id: r for r in judge.main.results()}
+    assert set(results) == {r.conversation_id for r in runs}
+    for cid in stopped:
+        assert "failed" in [a.verdict for a in results[cid].assertions]
 
 
 async def test_with_stop_never_every_run_plays_to_its_end() -> None:

@@ -44,11 +44,13 @@ LAYERS: dict[str, set[str]] = {
         "mantle_stream.outputs",
         "mantle_stream.kafka",
     },
-    # The gate in front of an agent: judges like the runner, reports through the
-    # outputs' records (uvicorn and httpx imported only here).
+    # The gate in front of an agent: judges from the agent's tracker, or a feed through
+    # the runner; reports through the outputs' records (uvicorn and httpx only here).
     "mantle_stream.gate": {
         "mantle_stream.core",
+        "mantle_stream.feeds",
         "mantle_stream.outputs",
+        "mantle_stream.runner",
         "mantle_stream.gate",
     },
     "mantle_stream.testing": {"mantle_stream.core"},

@@ -38,6 +38,7 @@ from mantle_stream.cli.sources import (
 )
 from mantle_stream.cli.workers import AUTO_MIN_BYTES, cores, run_workers
 from mantle_stream.core.assertions.bot import nested_repetition
+from mantle_stream.core.defaults import LINGER_UNSET
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import Judged
 from mantle_stream.core.errors import (
@@ -521,6 +522,15 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 )
 
 
+def _linger(args: argparse.Namespace) -> float | None:
+    """``--linger``, else: never for a followed file or store (a live source that
+    ends only when told: runs may be written to it later), 1 s for listeners (a
+    simulator leaves when it is done)."""
+    if args.linger != LINGER_UNSET:
+        return float(args.linger) if args.linger is not None else None
+    return None if any(e.startswith("follow:") for e in args.events) else 1.0
+
+
 def _say_refused(client: str, reason: str) -> None:
     """The listener turned a client away: say whom and why, on standard error."""
     message = f"mantle-stream: refused {client}: {reason}"
@@ -556,7 +566,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         runner = session.runner(
             fail_fast=args.fail_fast,
             idle_timeout=args.idle_timeout,
-            linger=args.linger,
+            linger=_linger(args),
             skip_bad_events=args.on_bad_event == "skip",
             on_bad=say_skipped,
             state_path=args.state,
@@ -628,7 +638,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         state_topic=args.state_topic or f"mantle_stream.state.{group}.{spec.topic}",
         stats_interval=args.stats_interval,
         until_end=check,
-        linger=args.linger if args.linger is not None else 1.0,
+        linger=args.linger if args.linger not in (None, LINGER_UNSET) else 1.0,
         gap_timeout=args.gap_timeout,
         consumer=kafka_settings(args.kafka_config or []),
     )
@@ -817,6 +827,9 @@ def _gate(args: argparse.Namespace) -> int:
     session.recorded = recorded
     if session.junit is not None:
         session.junit.recorded = recorded
+    events = args.events or []
+    if any(e.startswith("kafka://") for e in events):
+        raise UsageError("gate --events: a kafka:// source is judged by `watch`, not the gate")
     judge = GateJudge(
         scenarios,
         stop=args.stop,
@@ -826,6 +839,7 @@ def _gate(args: argparse.Namespace) -> int:
         on_stop=session.sinks.on_stop,
         on_problem=_say_unjudged,
         upstream=redact(upstream),
+        reads_tracker=not events,
     )
     judge.recorded = recorded
     options = GateOptions(
@@ -834,7 +848,12 @@ def _gate(args: argparse.Namespace) -> int:
         upstream_timeout=args.upstream_timeout,
     )
     gate = Gate(
-        judge, options, listen=parse_listen(args.listen), linger=args.linger, results=args.results
+        judge,
+        options,
+        listen=parse_listen(args.listen),
+        linger=args.linger,
+        results=args.results,
+        events=events or None,
     )
     session.source = f"gate {gate.address} → {redact(upstream)}"
     print(gate.address, file=sys.stderr, flush=True)

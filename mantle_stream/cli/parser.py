@@ -18,6 +18,7 @@ from mantle_stream.core.defaults import (
     DEFAULT_GAP_TIMEOUT,
     DEFAULT_REGEX_TIMEOUT,
     DEFAULT_REORDER_WINDOW,
+    LINGER_UNSET,
     VERSION,
 )
 
@@ -190,10 +191,12 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--linger",
         type=_seconds,
-        default=1.0,
+        default=LINGER_UNSET,
         metavar="SECONDS",
         help="live sources: end this long after every conversation ended and "
-        "every client left; `never` keeps listening (default: 1)",
+        "every client left; `never` keeps listening (default: 1 for tcp:// and unix: "
+        "listeners, whose simulators leave when done; never for follow: sources, which "
+        "Ctrl-C or SIGTERM end: a file or store being written may get more runs later)",
     )
     p.add_argument(
         "--state",
@@ -478,6 +481,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="the evaluate_agent results folder of this batch (it may not exist yet): a "
         "run file names its run's scenario, when several scenarios are loaded",
+    )
+    gate.add_argument(
+        "--events",
+        metavar="SOURCE",
+        nargs="+",
+        action="extend",
+        help="judge from this source instead of the agent's tracker endpoint, for an "
+        "agent that streams its events: follow:rasa_event.log (a file broker), "
+        "follow:sqlite:///rasa.db, kafka:// is not supported here; the gate then does "
+        "not wait for an exchange's events before the next message",
     )
     gate.add_argument(
         "--format",

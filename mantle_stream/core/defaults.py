@@ -6,7 +6,13 @@ A leaf module with no imports, so that reading the arguments (and answering
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_GAP_TIMEOUT", "DEFAULT_REGEX_TIMEOUT", "DEFAULT_REORDER_WINDOW", "VERSION"]
+__all__ = [
+    "DEFAULT_GAP_TIMEOUT",
+    "DEFAULT_REGEX_TIMEOUT",
+    "DEFAULT_REORDER_WINDOW",
+    "LINGER_UNSET",
+    "VERSION",
+]
 
 VERSION = "0.1.0"
 #: Events of one conversation held back waiting for a missing earlier sequence:
@@ -17,3 +23,6 @@ DEFAULT_REORDER_WINDOW = 1000
 DEFAULT_GAP_TIMEOUT = 5.0
 #: Seconds one `text_matches` search may take on one message.
 DEFAULT_REGEX_TIMEOUT = 0.05
+
+#: --linger not given: each live source's own default (see cli.commands._linger).
+LINGER_UNSET = -1.0

@@ -157,7 +157,10 @@ class GateProxy:
             if ends_run:
                 self.tracker_reads += 1
                 self.last_end = anyio.current_time()
-            self._judge_later(cid, final=ends_run)
+            if self.judge.reads_tracker:
+                self._judge_later(cid, final=ends_run)
+            elif ends_run:
+                self.judge.ended(cid)
 
     async def _body(self, receive: Receive) -> bytes:
         parts = []

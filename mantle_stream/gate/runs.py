@@ -103,6 +103,7 @@ class GateJudge:
         on_stop: Callable[[StopMessage], object] | None = None,
         on_problem: Callable[[str, str], object] | None = None,
         upstream: str = "",
+        reads_tracker: bool = True,
     ) -> None:
         self.scenarios = list(scenarios)
         self.policy = stop
@@ -117,6 +118,9 @@ class GateJudge:
         self.on_stop = on_stop
         self.on_problem = on_problem
         self.upstream = upstream
+        # False: the events come from another source (--events) through a runner over
+        # the main evaluator (feed_decisions); the tracker is not read.
+        self.reads_tracker = reads_tracker
         self.runs: dict[str, Run] = {}
         self.recorded: Mapping[str, RecordedRun] = {}
         self.latest: deque[Decision] = deque(maxlen=20)
@@ -171,6 +175,17 @@ class GateJudge:
             self._choose(run)  # a run that never got to its first turn
         if final:
             self._end(run)
+
+    def feed_decisions(self, decisions: list[Decision]) -> None:
+        """Decisions the main evaluator made on events from another source (--events)."""
+        self._emit(decisions)
+        self._note_stops(decisions)
+
+    def ended(self, cid: str) -> None:
+        """The simulator read the run's tracker: the run is over (with --events, its
+        events may still be on their way: the main evaluator ends it at
+        ``session_ended`` or when the gate ends)."""
+        self.run(cid).ended = True
 
     def problem(self, run: Run, why: str) -> None:
         """Judging the run failed: it is forwarded unchanged from now on."""
@@ -275,8 +290,10 @@ class GateJudge:
         found = candidates(self.scenarios, run.setup)
         if len(found) == 1:
             self._settle_on(run, found[0].name)
-        else:
+        elif self.reads_tracker:
             run.candidates = [s.name for s in found]
+        # (With --events, a run of several candidates waits in the main evaluator for
+        # the results folder, or its events' metadata, to name its scenario.)
 
     def _settle_on(self, run: Run, name: str) -> None:
         """The run's scenario is known: judged by the main evaluator from its first event."""
@@ -286,7 +303,7 @@ class GateJudge:
             if candidate in self._apart:
                 self._apart[candidate].forget(run.cid)
         run.candidates, run.failures = [], {}
-        self._emit(self.main.assign(run.cid, run.scenario))
+        self.feed_decisions(self.main.assign(run.cid, run.scenario))
         if run.lines:
             self._apply(run, run.lines, only_main=True)
         if run.stopped and run.stop is not None:
@@ -318,8 +335,7 @@ class GateJudge:
         if run.scenario is not None:
             decisions = self._push(self.main, run, lines)
             self._emit(decisions)
-            for message, failure in self._stops.settling(decisions):
-                self.run(message.conversation_id).stop = (message, failure)
+            self._note_stops(decisions)
             return
         if only_main or not run.candidates:
             return
@@ -331,6 +347,10 @@ class GateJudge:
             first = run.failures[run.candidates[0]]
             result = self._apart[run.candidates[0]].result(run.cid)
             run.stop = (StopMessage.of(result, first), first)
+
+    def _note_stops(self, decisions: list[Decision]) -> None:
+        for message, failure in self._stops.settling(decisions):
+            self.run(message.conversation_id).stop = (message, failure)
 
     def _end(self, run: Run) -> None:
         run.ended = True

@@ -24,8 +24,10 @@ import anyio
 from mantle_stream.core.errors import UsageError
 from mantle_stream.core.recorded import load_results
 from mantle_stream.core.verdicts import Decision
+from mantle_stream.feeds import open_feed
 from mantle_stream.gate.proxy import GateOptions, GateProxy
 from mantle_stream.gate.runs import GateJudge
+from mantle_stream.runner import Runner
 
 __all__ = ["INSTALL_HINT", "Gate", "parse_listen"]
 
@@ -73,7 +75,10 @@ class Gate:
         listen: tuple[str, int] = ("127.0.0.1", 5006),
         linger: float | None = None,
         results: str | None = None,
+        events: list[str] | None = None,
     ) -> None:
+        """``events``: judge from these sources (``open_feed`` specs) instead of the
+        agent's tracker endpoint; the judge must not read the tracker then."""
         try:
             import httpx  # noqa: F401
             import uvicorn  # noqa: F401
@@ -85,6 +90,9 @@ class Gate:
         self.options = options
         self.linger = linger
         self.results = results
+        self.events = events
+        if events and judge.reads_tracker:
+            raise ValueError("a gate judging from --events must not read the tracker too")
         self._sock = _bind(*listen)
         host, port = self._sock.getsockname()[:2]
         self.address = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
@@ -168,12 +176,21 @@ class Gate:
             self._server = server = server_class(config)
             server.should_exit = self._stopping
             tasks.start_soon(self._tick, proxy)
+            if self.events:
+                tasks.start_soon(self._judge_feed, self.events)
             await server.serve(sockets=[self._sock])
             # Requests under way have finished; their runs' last readings go on briefly.
             with anyio.move_on_after(self.options.tracker_timeout):
                 while proxy.pending_judging():
                     await anyio.sleep(0.02)
             tasks.cancel_scope.cancel()
+
+    async def _judge_feed(self, sources: list[str]) -> None:
+        """The runs' events from another source, judged as they come (the main
+        evaluator, through a runner that stops nothing itself)."""
+        runner = Runner(self.judge.main, linger=None, on_decisions=self.judge.feed_decisions)
+        async with open_feed(sources) as feed:
+            await runner.run(feed)
 
     async def _tick(self, proxy: GateProxy) -> None:
         judge = self.judge

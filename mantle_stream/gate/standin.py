@@ -104,9 +104,18 @@ Scope = dict[str, Any]
 class StandInAgent:
     """An ASGI app playing recorded conversations as a Rasa server would."""
 
-    def __init__(self, recorded: dict[str, list[dict[str, Any]]], *, pace: float = 0.0) -> None:
+    def __init__(
+        self,
+        recorded: dict[str, list[dict[str, Any]]],
+        *,
+        pace: float = 0.0,
+        broker: str | None = None,
+    ) -> None:
         self.recorded = recorded
         self.pace = pace  # seconds between two NDJSON lines of a reply
+        # A file event broker: each event played is appended as a line (flat, with
+        # its conversation and position), as the agent plays it.
+        self.broker = broker
         self.played: dict[str, _Played] = {}
         self.messages = 0  # webhook messages handled
 
@@ -152,7 +161,7 @@ class StandInAgent:
             played.next += 1
         texts = [e["text"] for e in turn if e["event"] == "bot" and e.get("text")]
         if not stream:
-            played.events += turn
+            self._save(cid, played, turn)
             await _json(send, [{"recipient_id": cid, "text": t} for t in texts])
             return
         await send(
@@ -167,8 +176,17 @@ class StandInAgent:
                 await anyio.sleep(self.pace)
             line = json.dumps({"recipient_id": cid, "text": text}).encode() + b"\n"
             await send({"type": "http.response.body", "body": line, "more_body": True})
-        played.events += turn  # saved with the turn, as Rasa saves the tracker
+        self._save(cid, played, turn)  # with the turn, as Rasa saves the tracker
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _save(self, cid: str, played: _Played, turn: list[dict[str, Any]]) -> None:
+        first = len(played.events)
+        played.events += turn
+        if self.broker is not None and turn:
+            with open(self.broker, "ab") as out:
+                for position, event in enumerate(turn, first):
+                    row = {**event, "sender_id": cid, "sequence": position}
+                    out.write(json.dumps(row).encode() + b"\n")
 
 
 async def _json(send: Any, value: Any, status: int = 200) -> None:
