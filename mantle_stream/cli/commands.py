@@ -741,6 +741,87 @@ def _one_process_only(args: argparse.Namespace) -> str | None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    """The bundled runs played as Rasa's simulator plays them, through the gate (or,
+    with ``--socket``, streamed to a listener that sends stop messages)."""
+    if getattr(args, "socket", False):
+        return _demo_socket(args)
+    try:
+        import httpx  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        print(
+            f'mantle-stream: the gate needs {exc.name} (pip install "mantle_stream[gate]"): '
+            "playing the socket demo instead",
+            file=sys.stderr,
+        )
+        return _demo_socket(args)
+    from mantle_stream.cli.demo import demo_recordings, demo_runs, demo_scenarios
+    from mantle_stream.gate.proxy import GateOptions
+    from mantle_stream.gate.runs import GateJudge
+    from mantle_stream.gate.serve import Gate
+    from mantle_stream.gate.standin import StandInAgent, serving, simulate
+
+    scenarios = demo_scenarios()
+    recorded = demo_recordings()
+    runs = demo_runs(recorded)
+    evaluator = Evaluator(scenarios, source="demo")
+    session = _Session(args, evaluator, live=True, source="demo")
+    # A user takes a moment to write; the agent's lines come a little apart.
+    agent = StandInAgent(recorded, pace=0.1 / args.speed)
+    front: list[Gate] = []
+
+    async def go() -> None:
+        async with serving(agent) as upstream, anyio.create_task_group() as tasks:
+            judge = GateJudge(
+                scenarios,
+                evaluator=evaluator,
+                on_decisions=session.sinks.on_decisions,
+                on_stop=session.sinks.on_stop,
+                upstream=upstream,
+            )
+            gate = Gate(judge, GateOptions(upstream=upstream), listen=("127.0.0.1", 0))
+            front.append(gate)
+            session.source = f"demo: Rasa-style simulator → gate {gate.address} → stand-in agent"
+
+            async def play() -> None:
+                await simulate(gate.address, runs, concurrency=args.concurrency,
+                               think=1.2 / args.speed)  # fmt: skip
+                gate.stop()
+
+            async def signals() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+                    async for _ in received:
+                        gate.stop()
+
+            tasks.start_soon(signals)
+            tasks.start_soon(play)
+            with session.live_view(gate) as view:
+                tasks.start_soon(_refresh, view, session, gate)
+                await gate.run()
+            tasks.cancel_scope.cancel()
+
+    try:
+        anyio.run(go)
+        [gate] = front
+        report = gate.judge.report()
+        outcome = RunOutcome("ended", tuple(gate.judge.stopped_early))
+        code = _finish(session, outcome, gate, fmt="live", gate=report)
+    finally:
+        session.close()
+    stopped = [r.conversation_id for r in runs if r.stopped]
+    if stopped:
+        _closing_console().print(
+            literal(
+                f"stopped early: {len(stopped)} runs ({', '.join(stopped)}), at the turn after "
+                f"each failed: the gate answered {report.turns_not_played} messages for the "
+                f"agent, saving {sum(len(r.messages) - r.turns - 1 for r in runs if r.stopped)}"
+                " more user turns the simulator did not have to play"
+            )
+        )
+    return code
+
+
+def _demo_socket(args: argparse.Namespace) -> int:
     from mantle_stream.cli.demo import (
         DemoStats,
         demo_assignments,

@@ -1,8 +1,14 @@
-"""``mantle-stream demo``: an embedded simulator streaming into the live view.
+"""``mantle-stream demo``: the bundled example runs played live, into the live view.
 
-An edge module. It replays the bundled example conversations (the package's
-``_demo_data`` is ``examples/eval/`` itself, one copy: ProtoJSON event files
-and a flat tracker document) the way a Mantle simulator would: several
+By default the way Rasa's own simulator plays them (:func:`demo_runs`): a
+stand-in agent replays the recordings turn by turn over HTTP, a stand-in
+simulator sends each run's messages through ``mantle-stream gate``, and the
+gate ends each run at its next turn once it has failed
+(:mod:`mantle_stream.gate.standin`).
+
+With ``--socket``, the earlier demo: it replays the bundled example
+conversations (the package's ``_demo_data`` is ``examples/eval/`` itself, one
+copy: ProtoJSON event files and a flat tracker document) the way a Mantle simulator would: several
 conversations at once over real loopback TCP connections, with believable
 pacing (users take a while to type, tools return quickly), reading the
 evaluator's stop messages on the same connection. When a conversation is
@@ -18,6 +24,7 @@ import random
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -27,11 +34,16 @@ from mantle_stream.core.recorded import load_results
 from mantle_stream.core.scenario.load import load_scenario_text
 from mantle_stream.core.scenario.model import Scenario
 
+if TYPE_CHECKING:
+    from mantle_stream.gate.standin import SimulatedRun
+
 __all__ = [
     "DemoConversation",
     "DemoStats",
     "demo_assignments",
     "demo_conversations",
+    "demo_recordings",
+    "demo_runs",
     "demo_scenarios",
     "simulate",
 ]
@@ -181,3 +193,40 @@ async def simulate(
         for i, conv in enumerate(conversations):
             tg.start_soon(one, conv, i * 0.4 / speed)
     return stats
+
+
+# ------------------------------------------------------------------ through the gate
+
+
+def demo_recordings() -> dict[str, list[dict[str, Any]]]:
+    """Every bundled conversation as the flat events a Rasa server's tracker shows, for
+    the stand-in agent to replay."""
+    from mantle_stream.gate.standin import recordings
+
+    lines = [
+        line
+        for p in _data("events", ".jsonl")
+        if p.name != "all.jsonl"
+        for line in p.read_bytes().splitlines()
+    ]
+    out = recordings(lines)
+    for path in _data("trackers", ".json"):
+        document = json.loads(path.read_bytes())
+        out[document["sender_id"]] = document["events"]
+    return out
+
+
+def demo_runs(recorded: dict[str, list[dict[str, Any]]]) -> list[SimulatedRun]:
+    """The bundled runs as Rasa's simulator plays them: each recording's user messages,
+    after its scenario's initial slots are posted (that is how the gate tells the five
+    scenarios apart: nothing else on the wire names them)."""
+    from mantle_stream.gate.standin import runs_of
+
+    scenarios = {s.stem: s for s in demo_scenarios()}
+    assigned = demo_assignments()
+    runs = runs_of(recorded)
+    for run in runs:
+        scenario = scenarios.get(assigned.get(run.conversation_id, ""))
+        if scenario is not None:
+            run.initial_slots = dict(scenario.initial_slots)
+    return runs

@@ -410,8 +410,9 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         help="a built-in simulator streaming into the live view",
         formatter_class=formatter,
-        description="Play the bundled example conversations over loopback TCP into the live "
-        "view, stopping the ones that fail early.",
+        description="Play the bundled example runs as Rasa's own simulator does, through "
+        "`mantle-stream gate` in front of a stand-in agent, into the live view: each run "
+        "that fails is ended at its next turn.",
         epilog=_epilog("mantle-stream demo", "mantle-stream demo --speed 5 --junit demo.xml"),
     )
     demo.add_argument(
@@ -436,6 +437,12 @@ def _parser() -> argparse.ArgumentParser:
         help="write a picture of the run at the end: one self-contained HTML file",
     )
     demo.add_argument("--fail-fast", action="store_true", help="stop at the first failed assertion")
+    demo.add_argument(
+        "--socket",
+        action="store_true",
+        help="the earlier demo: a simulator streaming events to a tcp:// listener that "
+        "sends it stop messages (default: Rasa's protocol, through the gate)",
+    )
 
     gate = sub.add_parser(
         "gate",

@@ -83,6 +83,10 @@ class _TooLarge(Exception):
     pass
 
 
+class _Aborted(Exception):
+    """A reply cut off mid-way (the agent went away): the server closes the connection."""
+
+
 class GateProxy:
     """The ASGI application: forwards everything, stops failed runs."""
 
@@ -117,8 +121,21 @@ class GateProxy:
             return
         self.requests += 1
         self.in_flight += 1
+        started: list[bool] = []
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.append(True)
+            await send(message)
+
         try:
-            await self._http(scope, receive, send)
+            await self._http(scope, receive, sending)
+        except Exception as exc:  # never a traceback: the simulator gets a reason
+            self.judge.request_failed(_reason(exc))
+            if not started:
+                await _answer(send, 502, f"mantle-stream gate: {_reason(exc)}\n")
+            else:  # mid-reply: the connection is closed, the reply left incomplete
+                raise _Aborted from None
         finally:
             self.in_flight -= 1
 

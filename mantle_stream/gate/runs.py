@@ -122,6 +122,8 @@ class GateJudge:
         # the main evaluator (feed_decisions); the tracker is not read.
         self.reads_tracker = reads_tracker
         self.runs: dict[str, Run] = {}
+        self._failed_requests = 0
+        self._request_failures: list[str] = []  # the first few reasons
         self.recorded: Mapping[str, RecordedRun] = {}
         self.latest: deque[Decision] = deque(maxlen=20)
         self.stopped_early: list[str] = []
@@ -186,6 +188,12 @@ class GateJudge:
         events may still be on their way: the main evaluator ends it at
         ``session_ended`` or when the gate ends)."""
         self.run(cid).ended = True
+
+    def request_failed(self, why: str) -> None:
+        """A request the gate could not serve (answered 502, or its reply cut off)."""
+        self._failed_requests += 1
+        if len(self._request_failures) < 10:
+            self._request_failures.append(why)
 
     def problem(self, run: Run, why: str) -> None:
         """Judging the run failed: it is forwarded unchanged from now on."""
@@ -267,7 +275,15 @@ class GateJudge:
             turns_not_played=sum(r.turns_not_played for r in self.runs.values()),
             scenarios=scenarios,
             ambiguous=ambiguous,
-            problems=[f"{r.cid}: {r.problem}" for r in self.runs.values() if r.problem],
+            problems=[f"{r.cid}: {r.problem}" for r in self.runs.values() if r.problem]
+            + (
+                [
+                    f"{self._failed_requests} requests the gate could not serve: "
+                    + "; ".join(self._request_failures)
+                ]
+                if self._failed_requests
+                else []
+            ),
         )
 
     # ------------------------------------------------------------------ the live view

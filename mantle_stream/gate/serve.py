@@ -165,7 +165,9 @@ class Gate:
             config = uvicorn.Config(
                 proxy,
                 lifespan="off",
-                log_level="warning",
+                # A request the gate could not serve is answered (502) or cut off, and
+                # counted in the report: no server traceback on the user's terminal.
+                log_level="critical",
                 access_log=False,
                 server_header=False,
                 date_header=False,
