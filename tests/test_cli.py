@@ -723,3 +723,28 @@ def test_junit_runs_let_go_of_keep_their_recorded_run_numbers(tmp_path: Path) ->
         names.append(sorted((c.get("name") or "", _conversation_of(c)) for c in cases))
     # The runs let go of before the end are named by evaluate_agent's run index too.
     assert names[0] == names[1]
+
+
+_UNCLOSED = "a `[` without its `]` (an IPv6 host goes in brackets: `[::1]:PORT`)"
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown", "extra"),
+    [
+        ("http://u:s3cret@[::1:5005", "http://u:***@[::1:5005", ["--conversation", "c"]),
+        ("https://[rasa/x", "https://[rasa/x", ["--conversation", "c"]),
+        ("postgresql://u:s3cret@[db/rasa", "postgresql://u:***@[db/rasa", []),
+        ("sqlite://[x/rasa.db", "sqlite://[x/rasa.db", []),
+        ("follow:sqlite://[x/rasa.db", "follow:sqlite://[x/rasa.db", []),
+        ("kafka://u:s3cret@[broker:9092/t", "kafka://u:***@[broker:9092/t", []),
+    ],
+    ids=["http", "https", "postgresql", "sqlite", "follow-sqlite", "kafka"],
+)
+def test_a_url_source_with_a_bracket_unclosed_is_a_one_line_usage_error(
+    spec: str, shown: str, extra: list[str]
+) -> None:
+    # urlsplit raises ValueError("Invalid IPv6 URL") on it: never a traceback,
+    # and the spec named as messages name it (without its password).
+    proc = run("check", str(SCENARIOS), "--events", spec, *extra)
+    assert proc.returncode == 2
+    assert proc.stderr == f"mantle-stream: error: bad event source `{shown}`: {_UNCLOSED}\n"

@@ -485,7 +485,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
     rasa = [e for e in args.events if e.startswith(("http://", "https://"))]
     if rasa and not (args.conversation or args.results):
         raise UsageError(
-            f"--events `{rasa[0]}`: which conversations? give --conversation ID "
+            f"--events `{redact(rasa[0])}`: which conversations? give --conversation ID "
             "(repeatable) or --results DIR"
         )
     if getattr(args, "listen_remote", False) and not args.token:

@@ -29,12 +29,10 @@ import dataclasses
 import datetime
 import math
 import os
-import re
 import sqlite3
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import anyio
 import msgspec
@@ -43,6 +41,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.events.model import count_lines
+from mantle_stream.core.urls import redact
 from mantle_stream.feeds.base import Item, QueuedFeed
 from mantle_stream.feeds.interface import Chunk
 from mantle_stream.feeds.lines import split_lines
@@ -118,26 +117,6 @@ def parse_since(text: str) -> float:
 def is_sql_spec(spec: str) -> bool:
     """Whether ``spec`` (without ``follow:``) names a SQL database."""
     return spec.startswith(SQL_PREFIXES)
-
-
-def redact(spec: str) -> str:
-    """``spec`` with any password a URL holds hidden, for messages: the one after
-    ``user:`` (up to the last ``@`` before the host) and a ``password=`` parameter."""
-    prefix = "follow:" if spec.startswith("follow:") else ""
-    url = spec.removeprefix(prefix)
-    if "://" not in url:
-        return spec
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            netloc = userinfo.split(":", 1)[0] + ":***@" + host
-    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-    tail = parts.path + (f"?{query}" if parts.query else "")
-    return f"{prefix}{parts.scheme}://{netloc}{tail}" + (
-        f"#{parts.fragment}" if parts.fragment else ""
-    )
 
 
 class _Database(Protocol):

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from mantle_stream.core.errors import UsageError
+from mantle_stream.core.urls import malformed_url, redact
 
 __all__ = [
     "DEFAULT_TOPIC",
@@ -98,7 +99,10 @@ def is_kafka_spec(spec: str) -> bool:
 def parse_kafka_spec(spec: str) -> KafkaSpec:
     """The brokers, the topic and the client settings a spec names; UsageError if bad."""
     if not is_kafka_spec(spec):
-        raise UsageError(f"`{spec}` is not a kafka:// source")
+        raise UsageError(f"`{redact(spec)}` is not a kafka:// source")
+    why = malformed_url(spec)
+    if why is not None:
+        raise UsageError(f"bad event source `{redact(spec)}`: {why}")
     parts = urlsplit(spec)
     netloc = parts.netloc
     settings: dict[str, str] = {}
@@ -109,7 +113,7 @@ def parse_kafka_spec(spec: str) -> KafkaSpec:
         if password:
             settings["sasl.password"] = unquote(password)
     if not netloc:
-        raise UsageError(f"`{spec}`: expected kafka://HOST:PORT/TOPIC")
+        raise UsageError(f"`{redact(spec)}`: expected kafka://HOST:PORT/TOPIC")
     topic = unquote(parts.path.strip("/")) or DEFAULT_TOPIC
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key in _SETTINGS:
