@@ -248,6 +248,7 @@ class _Session:
             )
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
+        self.unread: dict[str, str] = {}  # conversations the source could not read, why
 
     def runner(self, **options: Any) -> Runner:
         """A runner over the evaluator that tells every sink what it decides and stops.
@@ -369,6 +370,7 @@ def _finish(
         session.recorded,
         session.refused,
         scenarios=session.evaluator.scenarios,
+        unread=session.unread,
     )
     if group is not None:
         report = msgspec.structs.replace(report, kafka=group)
@@ -575,7 +577,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
             try:
                 return await session.run(runner, feed), runner
             finally:
-                session.refused = feed.rejected
+                session.refused, session.unread = feed.rejected, feed.unread
 
     workers = _workers(args, session.progress_total)
     try:

@@ -317,6 +317,7 @@ class QueuedFeed:
         self._last_activity = 0.0
         self._error: FeedError | None = None
         self._rejected: dict[str, int] = {}
+        self._unread: dict[str, str] = {}
         #: Called with (client, reason) for every client the listener turns away.
         self.on_rejected: Callable[[str, str], object] | None = None
         #: Called with a connection once its last line has been handed out.
@@ -349,6 +350,13 @@ class QueuedFeed:
         (see :mod:`mantle_stream.feeds.sockets`). Always empty for files.
         """
         return dict(self._rejected)
+
+    @property
+    def unread(self) -> dict[str, str]:
+        """Conversations asked for by id that could not be read, with why (a copy):
+        a Rasa server that kept failing, or answered another conversation's
+        tracker. Always empty for sources not asked for conversations by id."""
+        return dict(self._unread)
 
     async def __aenter__(self) -> QueuedFeed:
         if self._entered:

@@ -14,8 +14,11 @@ flight and at most that many documents wait in memory.
 
 Failures: a connection error, a timeout, a 5xx or a 429 is retried
 ``retries`` times, waiting ``backoff`` seconds and twice as long each time
-after; then the feed fails with a :class:`~mantle_stream.FeedError` naming
-the conversation and the reason. A 401 or 403 fails at once, saying which
+after; then, when no connection could be made at all, the feed fails with a
+:class:`~mantle_stream.FeedError` naming the conversation and the reason;
+otherwise that conversation is not read (``Feed.unread`` says why: the report
+lists it) and the others are. A tracker of another conversation than the
+one asked for (its ``sender_id``) is not read either. A 401 or 403 fails at once, saying which
 credentials to give (Rasa's token auth, ``?token=``, or a JWT, ``Authorization:
 Bearer``). A 404 -- or a tracker without events, which is what Rasa answers
 for a conversation it has never seen -- is not fatal: the conversation is
@@ -90,7 +93,13 @@ class HttpOptions:
 
 
 class _Retry(Exception):
-    """A failure worth another attempt; its text is the reason."""
+    """A failure worth another attempt; its text is the reason. ``unreachable``: no
+    connection to the server at all (fatal once the attempts are spent: no other
+    conversation would be read either), else this conversation's (it is unread)."""
+
+    def __init__(self, reason: str, *, unreachable: bool = False) -> None:
+        super().__init__(reason)
+        self.unreachable = unreachable
 
 
 class HttpFeed(QueuedFeed):
@@ -176,7 +185,12 @@ class HttpFeed(QueuedFeed):
                     slots.release()
 
     def _url(self, conversation_id: str) -> str:
-        return f"{self._base}/conversations/{quote(conversation_id, safe='')}/tracker"
+        segment = quote(conversation_id, safe="")  # `/`, `?`, `#`, `%` encoded
+        if segment in (".", ".."):
+            # Dot segments: the client removes them (`/conversations/../tracker` is
+            # `/tracker`); percent-encoded, the id is a segment of its own.
+            segment = segment.replace(".", "%2E")
+        return f"{self._base}/conversations/{segment}/tracker"
 
     async def _fetch(self, conversation_id: str) -> Chunk | None:
         """One conversation's tracker as a chunk; None when it is skipped."""
@@ -188,6 +202,11 @@ class HttpFeed(QueuedFeed):
             except _Retry as exc:
                 if attempt == attempts:
                     tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+                    if not exc.unreachable:
+                        # One tracker the server keeps failing on: reported, and
+                        # the other conversations still read and judged.
+                        self._unread[conversation_id] = f"{exc} (gave up after {tries})"
+                        return None
                     raise FeedError(
                         f"cannot read conversation `{conversation_id}` from `{self.name}`: "
                         f"{exc} (gave up after {tries})"
@@ -207,7 +226,8 @@ class HttpFeed(QueuedFeed):
         try:
             response = await self._client.get(url, params=params)
         except httpx.TransportError as exc:
-            raise _Retry(_transport_reason(exc)) from None
+            unreachable = isinstance(exc, httpx.ConnectError)
+            raise _Retry(_transport_reason(exc), unreachable=unreachable) from None
         except httpx.HTTPError as exc:  # too many redirects, a body that does not decode...
             raise FeedError(
                 f"cannot read conversation `{conversation_id}` from `{self.name}`: "
@@ -231,6 +251,13 @@ class HttpFeed(QueuedFeed):
                 f"server answered {status} {response.reason_phrase}: {_excerpt(response)}"
             )
         chunk = _document_chunk(response.content, redact(url))
+        if chunk.ends != conversation_id:
+            # Judged, it would pass for the other conversation's run, and the one
+            # asked for would vanish: neither is read from it.
+            self._unread[conversation_id] = (
+                f"the server answered with the tracker of another conversation, `{chunk.ends}`"
+            )
+            return None
         if not chunk.data:
             self._skip(conversation_id, "the server's tracker for it has no events")
             return None
