@@ -8,6 +8,7 @@ tracker documents holding their ProtoJSON rows from ``examples/eval/events/``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -15,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -370,7 +373,13 @@ async def test_without_httpx_the_error_says_what_to_install(
 
 
 def test_options_are_checked() -> None:
-    for bad in ({"concurrency": 0}, {"retries": -1}, {"timeout": 0.0}, {"backoff": -1.0}):
+    for bad in (
+        {"concurrency": 0},
+        {"retries": -1},
+        {"timeout": 0.0},
+        {"backoff": -1.0},
+        {"max_document_bytes": 0},
+    ):
         with pytest.raises(ValueError):
             HttpOptions(**bad)
 
@@ -430,3 +439,87 @@ def test_the_cli_reports_a_conversation_it_could_not_read(rasa: Rasa) -> None:
     why = f"the server answered with the tracker of another conversation, `{PASSING[2]}`"
     assert report["warnings"]["unread"] == {PASSING[1]: why}
     assert f"warning: conversation `{PASSING[1]}` could not be read: {why}" in proc.stderr
+
+
+class _Raw:
+    """A one-route server whose answer a test writes byte by byte (``answer(wfile)``)."""
+
+    def __init__(self, answer: Any) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                with contextlib.suppress(OSError):
+                    answer(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        del outer
+
+    def __enter__(self) -> _Raw:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_a_server_that_trickles_its_body_is_cut_off_at_the_timeout() -> None:
+    # One byte every 0.2 s: each read is within a 1 s timeout, the whole never is.
+    body = DOCUMENTS[IDS[0]]
+
+    def trickle(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for byte in body:
+            handler.wfile.write(bytes((byte,)))
+            handler.wfile.flush()
+            time.sleep(0.2)
+
+    with _Raw(trickle) as server:
+        started = time.monotonic()
+        options = HttpOptions(conversations=IDS[:1], timeout=1.0, retries=0)
+        with anyio.fail_after(10):
+            async with open_feed(server.url, http=options) as feed:
+                assert [chunk async for chunk in feed] == []
+                unread = feed.unread
+        assert time.monotonic() - started < 3
+    assert unread == {IDS[0]: "no whole answer within 1 s (gave up after 1 attempt)"}
+
+
+async def test_a_gzip_body_stops_being_inflated_at_the_size_limit() -> None:
+    # 64 MiB of inflated text from 64 KiB on the wire, against a 1 MiB limit: what
+    # is inflated is counted as it comes, never held whole.
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b'{"sender_id": "c", "events": [' + b" " * (1 << 20)
+    bomb = packer.compress(block) + b"".join(packer.compress(b" " * (1 << 20)) for _ in range(63))
+    bomb += packer.flush()
+
+    def gzip(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Encoding", "gzip")
+        handler.send_header("Content-Length", str(len(bomb)))
+        handler.end_headers()
+        handler.wfile.write(bomb)
+
+    with _Raw(gzip) as server:
+        options = HttpOptions(conversations=("c",), max_document_bytes=1 << 20)
+        tracemalloc.start()
+        try:
+            with anyio.fail_after(20):
+                async with open_feed(server.url, http=options) as feed:
+                    assert [chunk async for chunk in feed] == []
+                    unread = feed.unread
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    why = "its tracker document is more than the 1048576-byte limit (stopped reading there)"
+    assert unread == {"c": why}
+    assert peak < 8 << 20, f"{peak} bytes at the peak"

@@ -14,18 +14,21 @@ flight and at most that many documents wait in memory.
 
 Failures: a connection error, a timeout, a 5xx or a 429 is retried
 ``retries`` times, waiting ``backoff`` seconds and twice as long each time
-after; then, when no connection could be made at all, the feed fails with a
+after (``timeout`` bounds each whole request, its body included, not each
+read); then, when no connection could be made at all, the feed fails with a
 :class:`~mantle_stream.FeedError` naming the conversation and the reason;
 otherwise that conversation is not read (``Feed.unread`` says why: the report
-lists it) and the others are. A tracker of another conversation than the
-one asked for (its ``sender_id``) is not read either. A 401 or 403 fails at once, saying which
-credentials to give (Rasa's token auth, ``?token=``, or a JWT, ``Authorization:
-Bearer``). A 404 -- or a tracker without events, which is what Rasa answers
-for a conversation it has never seen -- is not fatal: the conversation is
-skipped and ``on_missing`` called with its id and the reason (the command
-line prints a warning), since a results folder may name runs the tracker
-store no longer holds (the report then has no entry for it: the warning is
-where it shows).
+lists it) and the others are. Neither is a tracker of another conversation
+than the one asked for (its ``sender_id``), nor one whose body inflates past
+``max_document_bytes`` (gzip and deflate are inflated here, bounded, and
+reading stops at the limit). A 401 or 403 fails at once, saying which
+credentials to give (Rasa's token auth, ``?token=``, or a JWT,
+``Authorization: Bearer``). A 404 -- or a tracker without events, which is
+what Rasa answers for a conversation it has never seen -- is not fatal: the
+conversation is skipped and ``on_missing`` called with its id and the reason
+(the command line prints a warning), since a results folder may name runs
+the tracker store no longer holds (the report then has no entry for it: the
+warning is where it shows).
 
 The client is ``httpx`` (the ``mantle_stream[http]`` extra), imported only
 when such a feed is entered.
@@ -34,9 +37,10 @@ when such a feed is entered.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import anyio
@@ -44,7 +48,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from mantle_stream.core.errors import FeedError
 from mantle_stream.feeds.base import Item, QueuedFeed
-from mantle_stream.feeds.files import _document_chunk
+from mantle_stream.feeds.files import MAX_DOCUMENT_BYTES, _document_chunk
 from mantle_stream.feeds.interface import Chunk
 from mantle_stream.feeds.sql import redact
 
@@ -57,6 +61,8 @@ __all__ = ["HttpFeed", "HttpOptions"]
 INSTALL_HINT = 'pip install "mantle_stream[http]"'
 #: The start of a response body quoted in an error message.
 _EXCERPT = 200
+#: The most a compressed body is inflated by at a time.
+_INFLATE_STEP = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,8 @@ class HttpOptions:
     connection error, timeout, 5xx or 429, the first after ``backoff`` seconds
     and each next one after twice as long; ``timeout``: seconds per request.
     ``on_missing(conversation_id, reason)``: called for a conversation that
-    is skipped (404, or a tracker without events).
+    is skipped (404, or a tracker without events). ``max_document_bytes``:
+    a tracker whose body inflates past it is not read (reading stops there).
     """
 
     conversations: tuple[str, ...] = ()
@@ -80,6 +87,7 @@ class HttpOptions:
     timeout: float = 30.0
     backoff: float = 0.5
     on_missing: Callable[[str, str], object] | None = None
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -88,6 +96,10 @@ class HttpOptions:
             raise ValueError(f"retries must be at least 0, not {self.retries!r}")
         if not self.timeout > 0:
             raise ValueError(f"timeout must be positive, not {self.timeout!r}")
+        if self.max_document_bytes < 1:
+            raise ValueError(
+                f"max_document_bytes must be at least 1, not {self.max_document_bytes!r}"
+            )
         if self.backoff < 0 or math.isnan(self.backoff):
             raise ValueError(f"backoff must be at least 0, not {self.backoff!r}")
 
@@ -136,7 +148,8 @@ class HttpFeed(QueuedFeed):
             raise FeedError(
                 f"reading events from `{self.name}` needs httpx: {INSTALL_HINT}"
             ) from None
-        headers = {"Accept": "application/json"}
+        # Inflated by _body, bounded: only what it can inflate is asked for.
+        headers = {"Accept": "application/json", "Accept-Encoding": "gzip, deflate"}
         if self._options.jwt:
             headers["Authorization"] = f"Bearer {self._options.jwt}"
         self._client = httpx.AsyncClient(
@@ -223,17 +236,43 @@ class HttpFeed(QueuedFeed):
         if self._options.token:
             params["token"] = self._options.token
         url = self._url(conversation_id)
+        timeout = self._options.timeout
         try:
-            response = await self._client.get(url, params=params)
+            # The whole request within the timeout, its body included: httpx's
+            # own is per read, and a body trickled a byte at a time never trips it.
+            with anyio.fail_after(timeout):
+                async with self._client.stream("GET", url, params=params) as response:
+                    self._touch()
+                    body = await self._answer(conversation_id, response, redact(url))
+        except TimeoutError:
+            raise _Retry(f"no whole answer within {timeout:g} s") from None
         except httpx.TransportError as exc:
             unreachable = isinstance(exc, httpx.ConnectError)
             raise _Retry(_transport_reason(exc), unreachable=unreachable) from None
-        except httpx.HTTPError as exc:  # too many redirects, a body that does not decode...
+        except httpx.HTTPError as exc:  # too many redirects...
             raise FeedError(
                 f"cannot read conversation `{conversation_id}` from `{self.name}`: "
                 f"{type(exc).__name__}: {exc}"
             ) from None
-        self._touch()
+        if body is None:
+            return None
+        chunk = _document_chunk(body, redact(url))
+        if chunk.ends != conversation_id:
+            # Judged, it would pass for the other conversation's run, and the one
+            # asked for would vanish: neither is read from it.
+            self._unread[conversation_id] = (
+                f"the server answered with the tracker of another conversation, `{chunk.ends}`"
+            )
+            return None
+        if not chunk.data:
+            self._skip(conversation_id, "the server's tracker for it has no events")
+            return None
+        return chunk
+
+    async def _answer(
+        self, conversation_id: str, response: httpx.Response, name: str
+    ) -> bytes | None:
+        """The tracker document a response holds; None when it is skipped or unread."""
         status = response.status_code
         if status >= 500 or status == 429:
             raise _Retry(f"the server answered {status} {response.reason_phrase}")
@@ -246,22 +285,21 @@ class HttpFeed(QueuedFeed):
             self._skip(conversation_id, "the server has no such conversation (404)")
             return None
         if status != 200:
+            excerpt = await _body(response, name, _EXCERPT, cut=True) or b""
+            text = excerpt[:_EXCERPT].decode("utf-8", "replace").strip()
             raise FeedError(
                 f"cannot read conversation `{conversation_id}` from `{self.name}`: the "
-                f"server answered {status} {response.reason_phrase}: {_excerpt(response)}"
+                f"server answered {status} {response.reason_phrase}: "
+                f"{repr(text) if text else '(empty body)'}"
             )
-        chunk = _document_chunk(response.content, redact(url))
-        if chunk.ends != conversation_id:
-            # Judged, it would pass for the other conversation's run, and the one
-            # asked for would vanish: neither is read from it.
+        limit = self._options.max_document_bytes
+        body = await _body(response, name, limit)
+        if body is None:
             self._unread[conversation_id] = (
-                f"the server answered with the tracker of another conversation, `{chunk.ends}`"
+                f"its tracker document is more than the {limit}-byte limit (stopped reading there)"
             )
             return None
-        if not chunk.data:
-            self._skip(conversation_id, "the server's tracker for it has no events")
-            return None
-        return chunk
+        return body
 
     def _skip(self, conversation_id: str, why: str) -> None:
         self.missing[conversation_id] = why
@@ -294,6 +332,46 @@ def _transport_reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
 
-def _excerpt(response: httpx.Response) -> str:
-    text = response.content[:_EXCERPT].decode("utf-8", "replace").strip()
-    return repr(text) if text else "(empty body)"
+async def _body(
+    response: httpx.Response, name: str, limit: int, *, cut: bool = False
+) -> bytes | None:
+    """The body, inflated as it arrives; None once it inflates past ``limit`` bytes
+    (reading stops there), or with ``cut`` its first ``limit`` bytes or so.
+
+    gzip and deflate are inflated here, ``_INFLATE_STEP`` bytes at most at a
+    time, never by httpx's decoders: one chunk of a gzip bomb inflates a
+    thousandfold.
+    """
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    inflate: Any = None
+    if encoding in ("gzip", "x-gzip"):
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == "deflate":
+        inflate = zlib.decompressobj()
+    elif encoding not in ("", "identity"):
+        raise FeedError(
+            f"`{name}`: the server answered in Content-Encoding `{encoding}`; "
+            "gzip, deflate or none was asked for"
+        )
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for raw in response.aiter_raw():
+            data = raw
+            while data and size <= limit:
+                if inflate is None:
+                    out, data = data, b""
+                else:
+                    step = min(limit + 1 - size, _INFLATE_STEP)
+                    out, data = inflate.decompress(data, step), inflate.unconsumed_tail
+                parts.append(out)
+                size += len(out)
+            if cut and size >= limit:
+                return b"".join(parts)
+            if size > limit:
+                return None  # (what was inflated is let go of at once)
+        if inflate is not None:
+            parts.append(inflate.flush())
+    except zlib.error as exc:
+        raise FeedError(f"`{name}`: the {encoding} body does not inflate: {exc}") from None
+    return b"".join(parts)
