@@ -298,3 +298,15 @@ def test_a_password_never_shows() -> None:
     assert redact("follow:postgres://u:p@h/d") == "follow:postgres://u:***@h/d"
     assert redact("postgresql://u@h/d") == "postgresql://u@h/d"
     assert redact("sqlite:///a:b@c") == "sqlite:///a:b@c"
+    # A query parameter named for a secret; a URL urlsplit refuses (never raises).
+    assert (
+        redact("h://x/?a=1&sasl_password=p&token=t#f") == "h://x/?a=1&sasl_password=***&token=***#f"
+    )
+    assert redact("postgresql://u:pw@[db/rasa") == "postgresql://u:***@[db/rasa"
+
+
+def test_libpqs_message_quoting_the_password_is_scrubbed() -> None:
+    # libpq quotes the password it cannot parse: `invalid percent-encoded token`.
+    with pytest.raises(FeedError) as caught:
+        anyio.run(collect, "postgresql://u:p%zzs3cret-pw@127.0.0.1:1/db", SqlOptions())
+    assert "s3cret-pw" not in str(caught.value) and "***" in str(caught.value)

@@ -51,6 +51,7 @@ from mantle_stream.core.errors import (
 from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.core.urls import scrub, secrets_in
 from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.feeds.files import event_files
@@ -122,11 +123,23 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(error, ScenarioError):
             _print_diagnostics(error)
         else:
-            print(f"mantle-stream: error: {error}", file=sys.stderr)
+            print(f"mantle-stream: error: {scrub(str(error), _secrets(args))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:  # only before the run started: the run handles its own
         print("mantle-stream: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _secrets(args: argparse.Namespace) -> list[str]:
+    """The passwords and tokens the command line holds: never in an error it prints."""
+    specs = [*(getattr(args, "events", None) or []), getattr(args, "source", None) or ""]
+    found = [s for spec in specs for s in secrets_in(spec)]
+    found += [getattr(args, "rasa_token", None) or "", getattr(args, "rasa_jwt", None) or ""]
+    for pair in getattr(args, "kafka_config", None) or []:
+        key, _, value = pair.partition("=")
+        if any(word in key.lower() for word in ("password", "secret", "token")):
+            found.append(value.strip())
+    return found
 
 
 def _found(exc: BaseException, kind: type[BaseException]) -> bool:

@@ -10,9 +10,10 @@ strings and reads nothing.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["malformed_url", "redact"]
+__all__ = ["MIN_SCRUBBED", "malformed_url", "redact", "scrub", "secrets_in"]
 
 #: Query parameters whose value is a secret (``?password=``, Rasa's ``?token=``,
 #: ``sasl_password=``): their values are hidden in messages.
@@ -56,3 +57,34 @@ def malformed_url(url: str) -> str | None:
             return "a `[` without its `]` (an IPv6 host goes in brackets: `[::1]:PORT`)"
         return str(exc)
     return None
+
+
+#: Secrets shorter than this are not looked for in free text: replacing every
+#: `pw` in a message would garble it (they are still hidden in the spec shown).
+MIN_SCRUBBED = 4
+
+
+def secrets_in(spec: str) -> list[str]:
+    """The secrets a spec holds (what :func:`redact` hides), as written and
+    percent-decoded, for :func:`scrub` to look for in other text."""
+    url = spec.removeprefix("follow:")
+    if "://" not in url:
+        return []
+    rest = url.partition("://")[2].partition("#")[0]
+    rest, _, query = rest.partition("?")
+    netloc = rest.split("/", 1)[0]
+    found = []
+    if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
+        found.append(netloc.rsplit("@", 1)[0].split(":", 1)[1])
+    for match in _SECRET_PARAMETER.finditer(query):
+        found.append(query[match.end(1) : match.end()])
+    return [s for secret in found for s in {secret, unquote(secret)}]
+
+
+def scrub(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every secret of ``secrets`` in it replaced by ``***``: for
+    messages that quote what a library or a server said (libpq quotes the
+    password it could not parse; a server may echo the token it was sent)."""
+    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SCRUBBED}, key=len)[::-1]:
+        text = text.replace(secret, "***")
+    return text

@@ -47,10 +47,10 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from mantle_stream.core.errors import FeedError
+from mantle_stream.core.urls import redact, secrets_in
 from mantle_stream.feeds.base import Item, QueuedFeed
 from mantle_stream.feeds.files import MAX_DOCUMENT_BYTES, _document_chunk
 from mantle_stream.feeds.interface import Chunk
-from mantle_stream.feeds.sql import redact
 
 if TYPE_CHECKING:
     import httpx
@@ -120,6 +120,7 @@ class HttpFeed(QueuedFeed):
     def __init__(self, spec: str, options: HttpOptions, *, max_line_bytes: int) -> None:
         super().__init__(redact(spec), live=False, max_line_bytes=max_line_bytes)
         self._base = spec.rstrip("/")
+        self._secrets = (*secrets_in(spec), options.token or "", options.jwt or "")
         self._options = options
         self._client: httpx.AsyncClient | None = None
         #: Conversations skipped, with the reason (404, no events).

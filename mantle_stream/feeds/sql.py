@@ -41,7 +41,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.events.model import count_lines
-from mantle_stream.core.urls import redact
+from mantle_stream.core.urls import redact, secrets_in
 from mantle_stream.feeds.base import Item, QueuedFeed
 from mantle_stream.feeds.interface import Chunk
 from mantle_stream.feeds.lines import split_lines
@@ -269,6 +269,7 @@ class SqlFeed(QueuedFeed):
         self._options = options
         self._db: _Database | None = None
         self._where = f"{redact(url)} (table {TABLE}, row id)"
+        self._secrets = tuple(secrets_in(url))
 
     async def _open(self) -> None:
         self._db = await anyio.to_thread.run_sync(self._connect)

@@ -12,6 +12,7 @@ URLs). ``--integrations`` writes such a spec from the agent's block.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
@@ -133,7 +134,10 @@ def kafka_settings(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, equals, value = pair.partition("=")
         if not equals or not key.strip():
-            raise UsageError(f"--kafka-config `{pair}`: expected KEY=VALUE")
+            # Up to a `:` or a space only: `sasl.password:s3cret` holds a secret.
+            shown = re.split(r"[:\s]", pair.strip(), maxsplit=1)[0]
+            shown += "..." if len(shown) < len(pair.strip()) else ""
+            raise UsageError(f"--kafka-config `{shown}`: expected KEY=VALUE")
         settings[key.strip()] = value.strip()
     return settings
 
