@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import threading
@@ -843,3 +845,52 @@ def test_no_password_or_token_is_ever_shown(case: str, tmp_path: Path, echo: str
     if case == "kafka-bracket":  # and for rekey too
         proc = run("rekey", args[1], "--kafka-config", f"sasl.password={SECRET}")
         assert proc.returncode == 2 and SECRET not in proc.stdout + proc.stderr
+
+
+_FULL = "/dev/full"  # every write fails with ENOSPC: a full disk
+_HAS_FULL = os.path.exists(_FULL) and stat.S_ISCHR(os.stat(_FULL).st_mode)
+_OUTPUTS = {"html": "r.html", "junit": "j.xml", "jsonl": "v.jsonl"}
+
+
+@pytest.mark.parametrize("where", ["directory", "full-disk"])
+@pytest.mark.parametrize("broken", list(_OUTPUTS))
+def test_an_output_that_cannot_be_written_fails_on_its_own(
+    tmp_path: Path, broken: str, where: str
+) -> None:
+    if where == "full-disk" and not _HAS_FULL:
+        pytest.skip("no /dev/full here")
+    bad = str(tmp_path / "in-the-way") if where == "directory" else _FULL
+    (tmp_path / "in-the-way").mkdir()
+    args = ["check", str(CARD), "--events", str(CARD_EVENTS), "--format", "json"]
+    for option, name in _OUTPUTS.items():
+        args += [f"--{option}", bad if option == broken else str(tmp_path / name)]
+    proc = run(*args)
+    reason = "Is a directory" if where == "directory" else "No space left on device"
+    assert proc.stderr == f"mantle-stream: error: cannot write `{bad}`: {reason}\n"
+    assert proc.returncode == 2  # (not the 1 of a failed verdict: a file CI reads is missing)
+    assert json.loads(proc.stdout)["summary"]["conversations"] == 3  # the JSON report
+    written = {p.name for p in tmp_path.iterdir() if p.is_file()}
+    assert written == {name for option, name in _OUTPUTS.items() if option != broken}
+    if broken != "junit":
+        ET.parse(tmp_path / "j.xml")  # whole
+    if _HAS_FULL:  # written in place, never renamed over
+        assert stat.S_ISCHR(os.stat(_FULL).st_mode)
+
+
+@pytest.mark.skipif(not _HAS_FULL, reason="no /dev/full here")
+def test_a_json_report_standard_output_cannot_take_fails_on_its_own(tmp_path: Path) -> None:
+    outputs = [
+        a for option, name in _OUTPUTS.items() for a in (f"--{option}", str(tmp_path / name))
+    ]
+    with open(_FULL, "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mantle_stream", "check", str(CARD), "--events",
+             str(CARD_EVENTS), "--format", "json", *outputs],
+            stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=60, check=False,
+        )  # fmt: skip
+    assert proc.stderr == (
+        "mantle-stream: error: cannot write the JSON report to standard output: "
+        "No space left on device\n"
+    )
+    assert proc.returncode == 2
+    assert {p.name for p in tmp_path.iterdir()} == set(_OUTPUTS.values())

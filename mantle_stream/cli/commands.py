@@ -156,11 +156,17 @@ def _output_gone() -> int:
     device keeps the interpreter's final flush from failing again), and the
     exit status is the one a process ended by SIGPIPE has, as ``yes | head``.
     """
+    _drop_stdout()
+    return EXIT_BROKEN_PIPE
+
+
+def _drop_stdout() -> None:
+    """Standard output to the null device: what is still buffered for it cannot be
+    written, and the interpreter's final flush must not fail on it again."""
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return EXIT_BROKEN_PIPE
 
 
 def _print_diagnostics(exc: ScenarioError) -> None:
@@ -234,18 +240,28 @@ class _Session:
         self.progress_total: int | bool | None = False
         # Every batch of decisions and every stop message goes to each sink, in
         # this order; the final report too (_finish), then they are closed (close).
-        self.sinks = Sinks()
+        # An output that cannot be written fails on its own, with a line saying so;
+        # the others are written, and the exit status says one failed (_finish).
+        self.sinks = Sinks(on_failure=_say_output_failed)
         self.jsonl: JsonlWriter | None = None
         if args.jsonl:
             overwrite = getattr(args, "jsonl_mode", "") == "overwrite"
-            self.jsonl = JsonlWriter.open(args.jsonl, overwrite=overwrite)
-            self.sinks.append(self.jsonl)
+            try:
+                self.jsonl = JsonlWriter.open(args.jsonl, overwrite=overwrite)
+                self.sinks.append(self.jsonl)
+            except FeedError as exc:
+                self.sinks.fail(str(exc))
         self.junit: JunitWriter | None = None
         if args.junit:
-            junit = self.junit = JunitWriter(args.junit)
-            # Written as conversations leave memory, completed with the report.
-            evaluator.on_let_go = junit.add
-            self.sinks.append(junit)
+            try:
+                junit = self.junit = JunitWriter(args.junit)
+            except FeedError as exc:
+                self.sinks.fail(str(exc))
+            else:
+                # Written as conversations leave memory, completed with the report.
+                sinks = self.sinks
+                evaluator.on_let_go = lambda c: sinks.attempt(junit, junit.add, c)
+                self.sinks.append(junit)
         if getattr(args, "html", None):
             self.sinks.append(HtmlWriter(args.html))  # written whole from the report
         if self.plain:
@@ -345,6 +361,10 @@ class _Session:
         self.sinks.close()
 
 
+def _say_output_failed(message: str) -> None:
+    print(f"mantle-stream: error: {message}", file=sys.stderr, flush=True)
+
+
 def _closing_console() -> Console:
     """Where the closing lines go: on a terminal wrapped at spaces to its width (never
     inside a word or an id); into a pipe or a file one line each, whatever the length."""
@@ -376,6 +396,21 @@ def _finish(
     judged: Judged | None = None,
     group: GroupReport | None = None,
 ) -> int:
+    """:func:`_report`, and the exit status: 2 when an output could not be written
+    (a file CI reads is missing: that outranks every verdict)."""
+    status = _report(session, outcome, runner, fmt=fmt, judged=judged, group=group)
+    return EXIT_ERROR if session.sinks.failures else status
+
+
+def _report(
+    session: _Session,
+    outcome: RunOutcome,
+    runner: _Progress | None,
+    *,
+    fmt: str,
+    judged: Judged | None = None,
+    group: GroupReport | None = None,
+) -> int:
     """The report (of ``judged``, the workers' merged outcome, when given; with a Kafka
     member's ``group``), the closing lines and the exit status."""
     report = build_report(
@@ -389,7 +424,14 @@ def _finish(
         report = msgspec.structs.replace(report, kafka=group)
     session.sinks.on_end(report)
     if fmt == "json":
-        sys.stdout.write(report.to_json().decode() + "\n")
+        try:
+            sys.stdout.write(report.to_json().decode() + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # a full disk: the other outputs are written all the same
+            session.sinks.fail(f"cannot write the JSON report to standard output: {exc.strerror}")
+            _drop_stdout()
         for line in notes(report):  # standard output holds the report alone
             print(f"mantle-stream: warning: {line}", file=sys.stderr)
     elif fmt == "table":
@@ -601,8 +643,10 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                 args, source, workers, session.progress_total or None, scenarios, recorded
             )
             if merged is not None:  # (None: a bad event ended it: judged again, in one)
-                if session.jsonl is not None:  # (the only sink a check gives decisions)
-                    session.jsonl.write_lines(merged.lines)
+                jsonl = session.jsonl
+                if jsonl is not None and jsonl in session.sinks.sinks:  # (a check's only
+                    # sink of decisions)
+                    session.sinks.attempt(jsonl, jsonl.write_lines, merged.lines)
                 return _finish(session, merged.outcome, None, fmt=args.format, judged=merged.judged)
         outcome, runner = anyio.run(go)
         return _finish(
