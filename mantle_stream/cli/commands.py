@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import glob
 import os
@@ -21,7 +22,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol
 
 import anyio
 import msgspec
@@ -84,6 +85,10 @@ __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "run"]
 EXIT_INTERRUPTED = 130
 #: Standard output was closed by its reader (a pipe into `head`): 128 + SIGPIPE.
 EXIT_BROKEN_PIPE = 141
+
+
+#: The arguments of what _outputs_outrank wraps, after the session.
+_P = ParamSpec("_P")
 
 
 def _tune_gc() -> None:
@@ -387,22 +392,22 @@ async def _refresh(view: Live, session: _Session, runner: Runner) -> None:
         view.update(LiveView(session.snapshot(runner)), refresh=True)
 
 
+def _outputs_outrank(
+    finish: Callable[Concatenate[_Session, _P], int],
+) -> Callable[Concatenate[_Session, _P], int]:
+    """The exit status ``finish`` gives, or 2 when an output could not be written:
+    a file CI reads is missing, which outranks every verdict."""
+
+    @functools.wraps(finish)
+    def finished(session: _Session, /, *args: _P.args, **kwargs: _P.kwargs) -> int:
+        status = finish(session, *args, **kwargs)
+        return EXIT_ERROR if session.sinks.failures else status
+
+    return finished
+
+
+@_outputs_outrank
 def _finish(
-    session: _Session,
-    outcome: RunOutcome,
-    runner: _Progress | None,
-    *,
-    fmt: str,
-    judged: Judged | None = None,
-    group: GroupReport | None = None,
-) -> int:
-    """:func:`_report`, and the exit status: 2 when an output could not be written
-    (a file CI reads is missing: that outranks every verdict)."""
-    status = _report(session, outcome, runner, fmt=fmt, judged=judged, group=group)
-    return EXIT_ERROR if session.sinks.failures else status
-
-
-def _report(
     session: _Session,
     outcome: RunOutcome,
     runner: _Progress | None,
