@@ -8,6 +8,7 @@ tracker documents holding their ProtoJSON rows from ``examples/eval/events/``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -15,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,6 +72,8 @@ class Rasa:
     token: str | None = None  # required as ?token= when set (or the JWT)
     jwt: str | None = None  # accepted as Authorization: Bearer when set
     fail: dict[str, int] = field(default_factory=dict)  # 500s still to answer, by id
+    # Ids answered with another conversation's tracker (a misrouting proxy, say).
+    answer_with: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     requests: list[tuple[str, dict[str, list[str]], str | None]] = field(default_factory=list)
     in_flight: int = 0
@@ -115,6 +120,7 @@ def _handler(rasa: Rasa) -> type[BaseHTTPRequestHandler]:
                     rasa.fail[cid] = failing - 1
             if failing:
                 return self._send(500, b'{"message": "boom"}')
+            cid = rasa.answer_with.get(cid, cid)
             if cid not in rasa.documents:
                 return self._send(404, b'{"message": "conversation not found"}')
             self._send(200, rasa.documents[cid])
@@ -257,21 +263,36 @@ async def test_a_server_that_fails_twice_then_answers_is_retried(rasa: Rasa) -> 
     assert len(rasa.requests) == 3
 
 
-async def test_a_server_that_keeps_failing_ends_the_feed_naming_the_conversation(
+async def test_a_tracker_the_server_keeps_failing_on_is_unread_and_the_rest_are_read(
     rasa: Rasa,
 ) -> None:
     rasa.fail = {IDS[1]: 10}
-    chunks: list[Chunk] = []
-    with pytest.raises(FeedError) as caught, anyio.fail_after(20):
-        async with open_feed(
-            rasa.url, http=HttpOptions(conversations=IDS[:3], retries=2, backoff=0.01)
-        ) as feed:
-            async for chunk in feed:
-                chunks.append(chunk)
-    assert [c.ends for c in chunks] == [IDS[0]]  # what came before the failure
-    message = str(caught.value)
-    assert f"conversation `{IDS[1]}`" in message and "500" in message
-    assert "3 attempts" in message
+    async with open_feed(
+        rasa.url, http=HttpOptions(conversations=IDS[:3], retries=2, backoff=0.01)
+    ) as feed:
+        chunks = [chunk async for chunk in feed]
+        unread = feed.unread
+    assert [c.ends for c in chunks] == [IDS[0], IDS[2]]
+    why = "the server answered 500 Internal Server Error (gave up after 3 attempts)"
+    assert unread == {IDS[1]: why}
+
+
+def test_the_cli_judges_the_rest_and_writes_every_output_when_one_tracker_keeps_failing(
+    rasa: Rasa, tmp_path: Path
+) -> None:
+    rasa.fail = {PASSING[1]: 100}
+    outputs = ["--junit", str(tmp_path / "j.xml"), "--html", str(tmp_path / "r.html")]
+    outputs += ["--jsonl", str(tmp_path / "v.jsonl")]
+    args = ["check", str(SCENARIOS), "--events", rasa.url, "--results", str(RESULTS)]
+    ids = [a for cid in PASSING for a in ("--conversation", cid)]
+    proc = cli(*args, *ids, "--format", "json", *outputs)  # (3.5 s of backoff)
+    assert proc.returncode == 2, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [c["conversation_id"] for c in report["conversations"]] == [PASSING[0], PASSING[2]]
+    why = "the server answered 500 Internal Server Error (gave up after 4 attempts)"
+    assert report["warnings"]["unread"] == {PASSING[1]: why}
+    assert f"warning: conversation `{PASSING[1]}` could not be read: {why}" in proc.stderr
+    assert all((tmp_path / name).stat().st_size for name in ("j.xml", "r.html", "v.jsonl"))
 
 
 async def test_a_server_that_is_not_there_is_retried_then_named() -> None:
@@ -352,6 +373,153 @@ async def test_without_httpx_the_error_says_what_to_install(
 
 
 def test_options_are_checked() -> None:
-    for bad in ({"concurrency": 0}, {"retries": -1}, {"timeout": 0.0}, {"backoff": -1.0}):
+    for bad in (
+        {"concurrency": 0},
+        {"retries": -1},
+        {"timeout": 0.0},
+        {"backoff": -1.0},
+        {"max_document_bytes": 0},
+    ):
         with pytest.raises(ValueError):
             HttpOptions(**bad)
+
+
+# Ids that are dot segments or hold what a path reserves: each must reach its own tracker.
+ODD_IDS = ("..", ".", "a/b", "../x", "q?token=x", "h#1", "50%", "%2E%2E", " sp ")
+
+
+async def test_every_id_reaches_its_own_tracker_whatever_it_holds(rasa: Rasa) -> None:
+    # `..` was asked for as `/tracker` and `.` as `/conversations/tracker`: a client
+    # removes dot segments. Each id is one path segment, percent-encoded.
+    for cid in ODD_IDS:
+        rasa.documents[cid] = _with_id(DOCUMENTS[IDS[0]], cid)
+    chunks = await read(rasa.url, HttpOptions(conversations=ODD_IDS))
+    assert [c.ends for c in chunks] == list(ODD_IDS)
+    asked = [unquote(path.split("/")[2]) for path, _, _ in rasa.requests]
+    assert sorted(asked) == sorted(ODD_IDS)
+    assert all(len(path.split("/")) == 4 for path, _, _ in rasa.requests)
+
+
+def _with_id(document: bytes, cid: str) -> bytes:
+    doc = json.loads(document)
+    doc["sender_id"] = cid
+    for row in doc["events"]:
+        row.pop("conversation_id", None)
+        row.pop("sender_id", None)
+    return json.dumps(doc).encode()
+
+
+async def test_a_tracker_of_another_conversation_is_reported_not_judged(rasa: Rasa) -> None:
+    rasa.answer_with = {IDS[1]: IDS[2]}
+    async with open_feed(rasa.url, http=HttpOptions(conversations=IDS[:3])) as feed:
+        chunks = [chunk async for chunk in feed]
+        unread = feed.unread
+    # IDS[1] is not judged under IDS[2]'s events, and IDS[2] is judged once.
+    assert [c.ends for c in chunks] == [IDS[0], IDS[2]]
+    why = f"the server answered with the tracker of another conversation, `{IDS[2]}`"
+    assert unread == {IDS[1]: why}
+
+
+# Three conversations whose every assertion passes: an exit status of 2 is
+# then the unread one's alone.
+PASSING = (IDS[0], IDS[3], IDS[6])
+
+
+def cli_json(rasa: Rasa, *ids: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    args = ["check", str(SCENARIOS), "--events", rasa.url, "--results", str(RESULTS)]
+    proc = cli(*args, "--format", "json", *(a for cid in ids for a in ("--conversation", cid)))
+    return proc, json.loads(proc.stdout)
+
+
+def test_the_cli_reports_a_conversation_it_could_not_read(rasa: Rasa) -> None:
+    rasa.answer_with = {PASSING[1]: PASSING[2]}
+    proc, report = cli_json(rasa, *PASSING)
+    assert proc.returncode == 2, proc.stderr  # a conversation could not be judged
+    assert [c["conversation_id"] for c in report["conversations"]] == [PASSING[0], PASSING[2]]
+    why = f"the server answered with the tracker of another conversation, `{PASSING[2]}`"
+    assert report["warnings"]["unread"] == {PASSING[1]: why}
+    assert f"warning: conversation `{PASSING[1]}` could not be read: {why}" in proc.stderr
+
+
+class _Raw:
+    """A one-route server whose answer a test writes byte by byte (``answer(wfile)``)."""
+
+    def __init__(self, answer: Any) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                with contextlib.suppress(OSError):
+                    answer(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        del outer
+
+    def __enter__(self) -> _Raw:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_a_server_that_trickles_its_body_is_cut_off_at_the_timeout() -> None:
+    # One byte every 0.2 s: each read is within a 1 s timeout, the whole never is.
+    body = DOCUMENTS[IDS[0]]
+
+    def trickle(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for byte in body:
+            handler.wfile.write(bytes((byte,)))
+            handler.wfile.flush()
+            time.sleep(0.2)
+
+    with _Raw(trickle) as server:
+        started = time.monotonic()
+        options = HttpOptions(conversations=IDS[:1], timeout=1.0, retries=0)
+        with anyio.fail_after(10):
+            async with open_feed(server.url, http=options) as feed:
+                assert [chunk async for chunk in feed] == []
+                unread = feed.unread
+        assert time.monotonic() - started < 3
+    assert unread == {IDS[0]: "no whole answer within 1 s (gave up after 1 attempt)"}
+
+
+async def test_a_gzip_body_stops_being_inflated_at_the_size_limit() -> None:
+    # 64 MiB of inflated text from 64 KiB on the wire, against a 1 MiB limit: what
+    # is inflated is counted as it comes, never held whole.
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b'{"sender_id": "c", "events": [' + b" " * (1 << 20)
+    bomb = packer.compress(block) + b"".join(packer.compress(b" " * (1 << 20)) for _ in range(63))
+    bomb += packer.flush()
+
+    def gzip(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Encoding", "gzip")
+        handler.send_header("Content-Length", str(len(bomb)))
+        handler.end_headers()
+        handler.wfile.write(bomb)
+
+    with _Raw(gzip) as server:
+        options = HttpOptions(conversations=("c",), max_document_bytes=1 << 20)
+        tracemalloc.start()
+        try:
+            with anyio.fail_after(20):
+                async with open_feed(server.url, http=options) as feed:
+                    assert [chunk async for chunk in feed] == []
+                    unread = feed.unread
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    why = "its tracker document is more than the 1048576-byte limit (stopped reading there)"
+    assert unread == {"c": why}
+    assert peak < 8 << 20, f"{peak} bytes at the peak"

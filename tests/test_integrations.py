@@ -184,3 +184,30 @@ def test_conversation_on_a_source_that_cannot_pick_is_a_usage_error(
 ) -> None:
     assert main(["check", str(SCENARIOS), "--events", str(EVENTS), "--conversation", "x"]) == 2
     assert "--conversation picks conversations from a store" in capsys.readouterr().err
+
+
+def _laughs(levels: int) -> str:
+    """Nested aliases: each level ten of the one before (10**levels lists once expanded)."""
+    lines = ['a0: &a0 ["lol"]']
+    for n in range(1, levels + 1):
+        lines.append(f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]")
+    lines.append(f"event_broker:\n  type: file\n  path: events.log\n  extra: *a{levels}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_laughs(6), "expands to more than 100000 nodes"),
+        ("event_broker: &b\n  type: file\n  self: *b\n", "is inside the node `&b`"),
+    ],
+    ids=["billion-laughs", "self-reference"],
+)
+def test_aliases_that_expand_enormously_are_refused_as_in_scenario_files(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    # Expanded, the first is a million lists (a 536-byte file of this shape took
+    # 20 s and 500 MiB); the second never ends. The limits are the scenario files'.
+    with pytest.raises(UsageError) as raised:
+        events_source(write(tmp_path, text), live=True)
+    assert message in str(raised.value) and "integrations.yml" in str(raised.value)

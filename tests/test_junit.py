@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import junitparser
+import pytest
 import xmlschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -220,10 +221,44 @@ def test_control_characters_in_data_never_make_the_file_unreadable(tmp_path: Pat
     assert sum(1 for _ in parsed) == 1
 
 
+@pytest.mark.parametrize(
+    "hostile",
+    ["run\ufffe", "run\uffff", "\ufffe\uffff<&\x00", "a\x7f\ufffdb"],
+    ids=["U+FFFE", "U+FFFF", "both-and-controls", "allowed-neighbours"],
+)
+def test_every_character_xml_forbids_is_written_as_text(tmp_path: Path, hostile: str) -> None:
+    # U+FFFE and U+FFFF are no XML characters at all: written raw, a CI parser
+    # rejects the whole file. As for C0 controls, each is written as its escape.
+    evaluator = ms.Evaluator(SCENARIOS[:1])
+    evaluator.push_line(line(hostile, 0, **ACTIVATED))
+    evaluator.push_line(line(hostile, 1, session_ended={}))
+    writer = JunitWriter(str(tmp_path / "j.xml"))
+    writer.on_end(ms.build_report(evaluator))
+    xml = (tmp_path / "j.xml").read_bytes()
+    read(xml)  # well-formed, valid, and read by junitparser
+    ids = {p.get("value") for p in ET.fromstring(xml).iter("property")
+           if p.get("name") == "conversation_id"}  # fmt: skip
+    escaped = (
+        hostile.replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff")
+        .replace("\x00", "\\x00")
+    )  # fmt: skip
+    assert ids == {escaped}
+
+
+def test_a_lone_surrogate_in_a_file_name_is_written_as_text() -> None:
+    # A file name that is not UTF-8 reaches Python as lone surrogates
+    # (os.fsdecode): they cannot be encoded at all, so they are escaped too.
+    case = ET.Element("testcase", name="x", file="scen\udcff.yml")
+    out = io.BytesIO()
+    _Suite("s", out).write(case)
+    assert ET.fromstring(out.getvalue()).get("file") == "scen\\udcff.yml"
+
+
 # Any text a reason, a file name or an id may hold: markup, quotes, whitespace
 # ElementTree escapes in attributes, characters XML forbids, and beyond the BMP.
 _ODD = st.text(
-    alphabet=st.sampled_from(list("aZ &<>\"'\t\r\n\x00\x01\x1f\x7f é€😀]]>")), max_size=30
+    alphabet=st.sampled_from(list("aZ &<>\"'\t\r\n\x00\x01\x1f\x7f é€😀]]>\ufffe\uffff\ud800")),
+    max_size=30,
 )
 
 

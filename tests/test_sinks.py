@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 import mantle_stream as ms
+from mantle_stream.core.errors import FeedError
 from mantle_stream.feeds import open_feed
 from mantle_stream.outputs.jsonl import JsonlWriter
 from mantle_stream.outputs.junit import JunitWriter
@@ -226,3 +227,30 @@ def test_closing_the_list_closes_every_sink_in_order_even_past_a_failure() -> No
     with pytest.raises(OSError, match="disk gone"):
         sinks.close()
     assert [name for name, what, _ in log if what == "close"] == ["a", "b", "c"]
+
+
+def test_a_sink_that_cannot_write_is_dropped_and_the_others_go_on() -> None:
+    log: list[tuple[str, str, Any]] = []
+    said: list[str] = []
+
+    class Full(Recorder):
+        def on_decisions(self, decisions: list[ms.Decision]) -> None:
+            raise FeedError("cannot write `out`: No space left on device")
+
+    sinks = Sinks([Recorder("a", log), Full("b", log), Recorder("c", log)], on_failure=said.append)
+    evaluator = ms.Evaluator([scenario(FORBID_CANNOT_HELP)])
+    decisions = evaluator.push_line(line("c1", 0, bot=CANNOT_HELP))
+    sinks.on_decisions(decisions)
+    sinks.on_end(ms.build_report(evaluator))
+    sinks.close()
+    # The full one was told nothing more, and closed once, when it failed.
+    assert [(name, what) for name, what, _ in log] == [
+        ("a", "decisions"),
+        ("b", "close"),
+        ("c", "decisions"),
+        ("a", "end"),
+        ("c", "end"),
+        ("a", "close"),
+        ("c", "close"),
+    ]
+    assert said == sinks.failures == ["cannot write `out`: No space left on device"]

@@ -8,9 +8,11 @@ file they came from.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +300,65 @@ def test_a_password_never_shows() -> None:
     assert redact("follow:postgres://u:p@h/d") == "follow:postgres://u:***@h/d"
     assert redact("postgresql://u@h/d") == "postgresql://u@h/d"
     assert redact("sqlite:///a:b@c") == "sqlite:///a:b@c"
+    # A query parameter named for a secret; a URL urlsplit refuses (never raises).
+    assert (
+        redact("h://x/?a=1&sasl_password=p&token=t#f") == "h://x/?a=1&sasl_password=***&token=***#f"
+    )
+    assert redact("postgresql://u:pw@[db/rasa") == "postgresql://u:***@[db/rasa"
+
+
+def test_libpqs_message_quoting_the_password_is_scrubbed() -> None:
+    # libpq quotes the password it cannot parse: `invalid percent-encoded token`.
+    with pytest.raises(FeedError) as caught:
+        anyio.run(collect, "postgresql://u:p%zzs3cret-pw@127.0.0.1:1/db", SqlOptions())
+    assert "s3cret-pw" not in str(caught.value) and "***" in str(caught.value)
+
+
+def _keyed_by(path: Path, ids: list[str]) -> Path:
+    """The example events in a broker table whose `id` column holds ``ids``, text."""
+    rows = [tracker_row(line) for line in example_lines()]
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE events (id TEXT PRIMARY KEY, sender_id VARCHAR(255), data TEXT)")
+        db.executemany(
+            "INSERT INTO events (id, sender_id, data) VALUES (?, ?, ?)",
+            [(i, r[0], r[3]) for i, r in zip(ids, rows, strict=True)],
+        )
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize("kind", ["text", "uuid"])
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_table_with_text_or_uuid_ids_is_read_in_id_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, workers: str
+) -> None:
+    # Keyset pagination from the first row on, by what the column holds: no
+    # integer to compare with (before: `int(id)`, a ValueError traceback).
+    n = len(example_lines())
+    ids = [f"row-{i:05d}" for i in range(n)] if kind == "text" else [
+        str(uuid.UUID(int=random.Random(i).getrandbits(128))) for i in range(n)
+    ]  # fmt: skip
+    db = _keyed_by(tmp_path / "events.db", ids)
+    lines = anyio.run(collect, f"sqlite:///{db}", SqlOptions(batch_size=7))
+    assert sorted(lines) == sorted(line.encode() for line in example_lines())
+    status, got = report(capsys, f"sqlite:///{db}", source=["--workers", workers])
+    expected = from_file(capsys)
+    assert status == expected[0]
+    for data in (got, expected[1]):  # (random ids: conversations start in another order)
+        data["conversations"].sort(key=lambda c: c["conversation_id"])
+    assert got == expected[1]
+
+
+def test_rows_without_integer_ids_are_numbered_by_their_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _keyed_by(tmp_path / "events.db", [f"r{i:05d}" for i in range(len(example_lines()))])
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE events SET data = '{oops' WHERE id = 'r00003'")
+    conn.close()
+    capsys.readouterr()
+    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--format", "json"])
+    err = capsys.readouterr().err
+    assert status == 2
+    # The fourth row in id order: a text id is no line number.
+    assert f"sqlite:///{db} (table events, row in id order):4: bad event" in err

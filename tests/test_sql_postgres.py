@@ -241,3 +241,27 @@ def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
     with pytest.raises(FeedError, match=r'pip install "mantle_stream\[postgres\]"'):
         anyio.run(_collect, "postgresql://u@127.0.0.1:1/rasa", SqlOptions())
+
+
+@pytest.mark.parametrize(
+    "id_column",
+    [
+        "id UUID PRIMARY KEY DEFAULT gen_random_uuid()",
+        "id TEXT PRIMARY KEY DEFAULT md5(random()::text)",
+    ],
+    ids=["uuid", "text"],
+)
+def test_a_table_with_uuid_or_text_ids_is_read_in_id_order(
+    postgres: Server, capsys: pytest.CaptureFixture[str], id_column: str
+) -> None:
+    # No bigint to compare a uuid with (before: `operator does not exist: uuid > bigint`).
+    ddl = f"CREATE TABLE events ({id_column}, sender_id VARCHAR(255), data TEXT)"
+    postgres.load("keyed", ddl, example_lines(), broker=True)
+    got = anyio.run(_collect, postgres.url("keyed"), SqlOptions(batch_size=7))
+    assert sorted(got) == sorted(line.encode() for line in example_lines())
+    status, data = report(capsys, postgres.url("keyed"))
+    expected = from_file(capsys)
+    assert status == expected[0]
+    for each in (data, expected[1]):  # (random ids: conversations start in another order)
+        each["conversations"].sort(key=lambda c: c["conversation_id"])
+    assert data == expected[1]

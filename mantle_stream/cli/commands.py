@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import glob
 import os
@@ -21,7 +22,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol
 
 import anyio
 import msgspec
@@ -52,6 +53,7 @@ from mantle_stream.core.errors import (
 from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.core.urls import scrub, secrets_in
 from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.feeds.files import event_files
@@ -85,6 +87,10 @@ __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "run"]
 EXIT_INTERRUPTED = 130
 #: Standard output was closed by its reader (a pipe into `head`): 128 + SIGPIPE.
 EXIT_BROKEN_PIPE = 141
+
+
+#: The arguments of what _outputs_outrank wraps, after the session.
+_P = ParamSpec("_P")
 
 
 def _tune_gc() -> None:
@@ -126,11 +132,23 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(error, ScenarioError):
             _print_diagnostics(error)
         else:
-            print(f"mantle-stream: error: {error}", file=sys.stderr)
+            print(f"mantle-stream: error: {scrub(str(error), _secrets(args))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:  # only before the run started: the run handles its own
         print("mantle-stream: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _secrets(args: argparse.Namespace) -> list[str]:
+    """The passwords and tokens the command line holds: never in an error it prints."""
+    specs = [*(getattr(args, "events", None) or []), getattr(args, "source", None) or ""]
+    found = [s for spec in specs for s in secrets_in(spec)]
+    found += [getattr(args, "rasa_token", None) or "", getattr(args, "rasa_jwt", None) or ""]
+    for pair in getattr(args, "kafka_config", None) or []:
+        key, _, value = pair.partition("=")
+        if any(word in key.lower() for word in ("password", "secret", "token")):
+            found.append(value.strip())
+    return found
 
 
 def _found(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -147,11 +165,17 @@ def _output_gone() -> int:
     device keeps the interpreter's final flush from failing again), and the
     exit status is the one a process ended by SIGPIPE has, as ``yes | head``.
     """
+    _drop_stdout()
+    return EXIT_BROKEN_PIPE
+
+
+def _drop_stdout() -> None:
+    """Standard output to the null device: what is still buffered for it cannot be
+    written, and the interpreter's final flush must not fail on it again."""
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return EXIT_BROKEN_PIPE
 
 
 def _print_diagnostics(exc: ScenarioError) -> None:
@@ -226,18 +250,28 @@ class _Session:
         self.progress_total: int | bool | None = False
         # Every batch of decisions and every stop message goes to each sink, in
         # this order; the final report too (_finish), then they are closed (close).
-        self.sinks = Sinks()
+        # An output that cannot be written fails on its own, with a line saying so;
+        # the others are written, and the exit status says one failed (_finish).
+        self.sinks = Sinks(on_failure=_say_output_failed)
         self.jsonl: JsonlWriter | None = None
         if args.jsonl:
             overwrite = getattr(args, "jsonl_mode", "") == "overwrite"
-            self.jsonl = JsonlWriter.open(args.jsonl, overwrite=overwrite)
-            self.sinks.append(self.jsonl)
+            try:
+                self.jsonl = JsonlWriter.open(args.jsonl, overwrite=overwrite)
+                self.sinks.append(self.jsonl)
+            except FeedError as exc:
+                self.sinks.fail(str(exc))
         self.junit: JunitWriter | None = None
         if args.junit:
-            junit = self.junit = JunitWriter(args.junit)
-            # Written as conversations leave memory, completed with the report.
-            evaluator.on_let_go = junit.add
-            self.sinks.append(junit)
+            try:
+                junit = self.junit = JunitWriter(args.junit)
+            except FeedError as exc:
+                self.sinks.fail(str(exc))
+            else:
+                # Written as conversations leave memory, completed with the report.
+                sinks = self.sinks
+                evaluator.on_let_go = lambda c: sinks.attempt(junit, junit.add, c)
+                self.sinks.append(junit)
         if getattr(args, "html", None):
             self.sinks.append(HtmlWriter(args.html))  # written whole from the report
         if self.plain:
@@ -253,6 +287,7 @@ class _Session:
             )
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
+        self.unread: dict[str, str] = {}  # conversations the source could not read, why
 
     def runner(self, **options: Any) -> Runner:
         """A runner over the evaluator that tells every sink what it decides and stops.
@@ -336,6 +371,10 @@ class _Session:
         self.sinks.close()
 
 
+def _say_output_failed(message: str) -> None:
+    print(f"mantle-stream: error: {message}", file=sys.stderr, flush=True)
+
+
 def _closing_console() -> Console:
     """Where the closing lines go: on a terminal wrapped at spaces to its width (never
     inside a word or an id); into a pipe or a file one line each, whatever the length."""
@@ -358,6 +397,21 @@ async def _refresh(view: Live, session: _Session, runner: _Progress) -> None:
         view.update(LiveView(session.snapshot(runner)), refresh=True)
 
 
+def _outputs_outrank(
+    finish: Callable[Concatenate[_Session, _P], int],
+) -> Callable[Concatenate[_Session, _P], int]:
+    """The exit status ``finish`` gives, or 2 when an output could not be written:
+    a file CI reads is missing, which outranks every verdict."""
+
+    @functools.wraps(finish)
+    def finished(session: _Session, /, *args: _P.args, **kwargs: _P.kwargs) -> int:
+        status = finish(session, *args, **kwargs)
+        return EXIT_ERROR if session.sinks.failures else status
+
+    return finished
+
+
+@_outputs_outrank
 def _finish(
     session: _Session,
     outcome: RunOutcome,
@@ -375,6 +429,7 @@ def _finish(
         session.recorded,
         session.refused,
         scenarios=session.evaluator.scenarios,
+        unread=session.unread,
     )
     if group is not None:
         report = msgspec.structs.replace(report, kafka=group)
@@ -382,7 +437,14 @@ def _finish(
         report = msgspec.structs.replace(report, gate=gate)
     session.sinks.on_end(report)
     if fmt == "json":
-        sys.stdout.write(report.to_json().decode() + "\n")
+        try:
+            sys.stdout.write(report.to_json().decode() + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # a full disk: the other outputs are written all the same
+            session.sinks.fail(f"cannot write the JSON report to standard output: {exc.strerror}")
+            _drop_stdout()
         for line in notes(report):  # standard output holds the report alone
             print(f"mantle-stream: warning: {line}", file=sys.stderr)
     elif fmt == "table":
@@ -493,7 +555,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
     rasa = [e for e in args.events if e.startswith(("http://", "https://"))]
     if rasa and not (args.conversation or args.results):
         raise UsageError(
-            f"--events `{rasa[0]}`: which conversations? give --conversation ID "
+            f"--events `{redact(rasa[0])}`: which conversations? give --conversation ID "
             "(repeatable) or --results DIR"
         )
     if getattr(args, "listen_remote", False) and not args.token:
@@ -592,7 +654,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
             try:
                 return await session.run(runner, feed), runner
             finally:
-                session.refused = feed.rejected
+                session.refused, session.unread = feed.rejected, feed.unread
 
     workers = _workers(args, session.progress_total)
     try:
@@ -603,8 +665,10 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                 args, source, workers, session.progress_total or None, scenarios, recorded
             )
             if merged is not None:  # (None: a bad event ended it: judged again, in one)
-                if session.jsonl is not None:  # (the only sink a check gives decisions)
-                    session.jsonl.write_lines(merged.lines)
+                jsonl = session.jsonl
+                if jsonl is not None and jsonl in session.sinks.sinks:  # (a check's only
+                    # sink of decisions)
+                    session.sinks.attempt(jsonl, jsonl.write_lines, merged.lines)
                 return _finish(session, merged.outcome, None, fmt=args.format, judged=merged.judged)
         outcome, runner = anyio.run(go)
         return _finish(

@@ -30,9 +30,9 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-import yaml
-
 from mantle_stream.core.errors import UsageError
+from mantle_stream.core.scenario.load import MAX_SCENARIO_BYTES
+from mantle_stream.core.scenario.source import YamlProblem, compose, to_plain
 from mantle_stream.kafka.options import spec_from_broker
 
 __all__ = ["SUPPORTED", "events_source", "read_integrations"]
@@ -62,14 +62,33 @@ def _expand(value: Any, where: str) -> Any:
 
 
 def read_integrations(path: str) -> dict[str, Any]:
-    """The sections of ``integrations.yml``, environment variables expanded."""
+    """The sections of ``integrations.yml``, environment variables expanded.
+
+    Loaded as scenario files are (:func:`~mantle_stream.core.scenario.source.compose`),
+    under their limits: an alias inside the node it names, and aliases that
+    expand past ``MAX_NODES`` nodes or ``MAX_DEPTH`` levels, are refused
+    before anything is expanded.
+    """
     try:
         with open(path, encoding="utf-8") as fh:
-            document = yaml.safe_load(fh)
-    except OSError as exc:
-        raise UsageError(f"cannot read `{path}`: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"`{path}` is not valid YAML: {exc}") from None
+            text = fh.read(MAX_SCENARIO_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageError(f"cannot read `{path}`: {why}") from None
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise UsageError(f"`{path}` is larger than {MAX_SCENARIO_BYTES >> 20} MiB")
+    try:
+        tree, problems = compose(text, path)
+    except YamlProblem as exc:
+        problems, tree = exc.diagnostics, None
+    if problems:  # a duplicate key too, as for Rasa (ruamel refuses them)
+        first = problems[0]
+        hint = f" ({first.hint})" if first.hint else ""
+        raise UsageError(
+            f"`{path}` is not valid YAML: line {first.line}, column {first.col}: "
+            f"{first.message}{hint}"
+        )
+    document = None if tree is None else to_plain(tree)
     if document is None:
         document = {}
     if not isinstance(document, dict):

@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import BinaryIO, NamedTuple
 
 from mantle_stream.core.engine.partition import Partition
+from mantle_stream.core.urls import malformed_url, redact
 from mantle_stream.feeds.base import Invalid
 from mantle_stream.feeds.files import FileFeed
 from mantle_stream.feeds.follow import FollowFeed, FollowOptions
 from mantle_stream.feeds.http import HttpFeed, HttpOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
-from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec, redact
+from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -155,6 +156,9 @@ def _open(
         spec = specs[0]
     if spec == "-":
         return FileFeed(None, stdin, max_line_bytes=max_line_bytes)
+    why = malformed_url(spec.removeprefix("follow:")) if "://" in spec else None
+    if why is not None:  # before any source takes it apart (urlsplit raises ValueError)
+        return Invalid(redact(spec), f"bad event source `{redact(spec)}`: {why}")
     for prefix, factory in SCHEMES.items():
         if spec.startswith(prefix):
             return factory(
@@ -170,8 +174,8 @@ def _open(
     if not spec:
         return Invalid(spec, f"bad event source: empty; expected {_FORMS}")
     if "://" in spec:
-        scheme = spec.partition("://")[0]
+        scheme, shown = spec.partition("://")[0], redact(spec)
         return Invalid(
-            spec, f"bad event source `{spec}`: unknown scheme `{scheme}`; expected {_FORMS}"
+            shown, f"bad event source `{shown}`: unknown scheme `{scheme}`; expected {_FORMS}"
         )
     return FileFeed([spec], None, max_line_bytes=max_line_bytes)

@@ -83,6 +83,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.events.model import count_lines
+from mantle_stream.core.urls import scrub
 from mantle_stream.feeds.interface import Chunk, Replies
 from mantle_stream.feeds.lines import CHUNK_BYTES, READ_BYTES, LineChunker, split_lines
 
@@ -317,6 +318,10 @@ class QueuedFeed:
         self._last_activity = 0.0
         self._error: FeedError | None = None
         self._rejected: dict[str, int] = {}
+        self._unread: dict[str, str] = {}
+        # The passwords and tokens this source was given: never in a message it
+        # raises, nor in a reason it gives (whatever a library or server quoted).
+        self._secrets: tuple[str, ...] = ()
         #: Called with (client, reason) for every client the listener turns away.
         self.on_rejected: Callable[[str, str], object] | None = None
         #: Called with a connection once its last line has been handed out.
@@ -350,12 +355,27 @@ class QueuedFeed:
         """
         return dict(self._rejected)
 
+    @property
+    def unread(self) -> dict[str, str]:
+        """Conversations asked for by id that could not be read, with why (a copy):
+        a Rasa server that kept failing, or answered another conversation's
+        tracker. Always empty for sources not asked for conversations by id."""
+        return {cid: scrub(why, self._secrets) for cid, why in self._unread.items()}
+
+    def _scrubbed(self, error: FeedError) -> FeedError:
+        text = str(error)
+        shown = scrub(text, self._secrets)
+        return error if shown == text else FeedError(shown)
+
     async def __aenter__(self) -> QueuedFeed:
         if self._entered:
             raise RuntimeError(f"feed `{self.name}` can be entered only once")
         self._entered = True
         self._touch()
-        await self._open()
+        try:
+            await self._open()
+        except FeedError as exc:
+            raise self._scrubbed(exc) from None
         self._send, self._receive = anyio.create_memory_object_stream[Item](_QUEUE_SIZE)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -405,7 +425,7 @@ class QueuedFeed:
             except anyio.EndOfStream:
                 if self._error is not None:
                     error, self._error = self._error, None
-                    raise error from None
+                    raise self._scrubbed(error) from None
                 raise StopAsyncIteration from None
             if isinstance(item, Chunk):
                 return item

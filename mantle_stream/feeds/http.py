@@ -14,15 +14,21 @@ flight and at most that many documents wait in memory.
 
 Failures: a connection error, a timeout, a 5xx or a 429 is retried
 ``retries`` times, waiting ``backoff`` seconds and twice as long each time
-after; then the feed fails with a :class:`~mantle_stream.FeedError` naming
-the conversation and the reason. A 401 or 403 fails at once, saying which
-credentials to give (Rasa's token auth, ``?token=``, or a JWT, ``Authorization:
-Bearer``). A 404 -- or a tracker without events, which is what Rasa answers
-for a conversation it has never seen -- is not fatal: the conversation is
-skipped and ``on_missing`` called with its id and the reason (the command
-line prints a warning), since a results folder may name runs the tracker
-store no longer holds (the report then has no entry for it: the warning is
-where it shows).
+after (``timeout`` bounds each whole request, its body included, not each
+read); then, when no connection could be made at all, the feed fails with a
+:class:`~mantle_stream.FeedError` naming the conversation and the reason;
+otherwise that conversation is not read (``Feed.unread`` says why: the report
+lists it) and the others are. Neither is a tracker of another conversation
+than the one asked for (its ``sender_id``), nor one whose body inflates past
+``max_document_bytes`` (gzip and deflate are inflated here, bounded, and
+reading stops at the limit). A 401 or 403 fails at once, saying which
+credentials to give (Rasa's token auth, ``?token=``, or a JWT,
+``Authorization: Bearer``). A 404 -- or a tracker without events, which is
+what Rasa answers for a conversation it has never seen -- is not fatal: the
+conversation is skipped and ``on_missing`` called with its id and the reason
+(the command line prints a warning), since a results folder may name runs
+the tracker store no longer holds (the report then has no entry for it: the
+warning is where it shows).
 
 The client is ``httpx`` (the ``mantle_stream[http]`` extra), imported only
 when such a feed is entered.
@@ -31,19 +37,20 @@ when such a feed is entered.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from mantle_stream.core.errors import FeedError
+from mantle_stream.core.urls import redact, secrets_in
 from mantle_stream.feeds.base import Item, QueuedFeed
-from mantle_stream.feeds.files import _document_chunk
+from mantle_stream.feeds.files import MAX_DOCUMENT_BYTES, _document_chunk
 from mantle_stream.feeds.interface import Chunk
-from mantle_stream.feeds.sql import redact
 
 if TYPE_CHECKING:
     import httpx
@@ -54,6 +61,8 @@ __all__ = ["HttpFeed", "HttpOptions"]
 INSTALL_HINT = 'pip install "mantle_stream[http]"'
 #: The start of a response body quoted in an error message.
 _EXCERPT = 200
+#: The most a compressed body is inflated by at a time.
+_INFLATE_STEP = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,8 @@ class HttpOptions:
     connection error, timeout, 5xx or 429, the first after ``backoff`` seconds
     and each next one after twice as long; ``timeout``: seconds per request.
     ``on_missing(conversation_id, reason)``: called for a conversation that
-    is skipped (404, or a tracker without events).
+    is skipped (404, or a tracker without events). ``max_document_bytes``:
+    a tracker whose body inflates past it is not read (reading stops there).
     """
 
     conversations: tuple[str, ...] = ()
@@ -77,6 +87,7 @@ class HttpOptions:
     timeout: float = 30.0
     backoff: float = 0.5
     on_missing: Callable[[str, str], object] | None = None
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -85,12 +96,22 @@ class HttpOptions:
             raise ValueError(f"retries must be at least 0, not {self.retries!r}")
         if not self.timeout > 0:
             raise ValueError(f"timeout must be positive, not {self.timeout!r}")
+        if self.max_document_bytes < 1:
+            raise ValueError(
+                f"max_document_bytes must be at least 1, not {self.max_document_bytes!r}"
+            )
         if self.backoff < 0 or math.isnan(self.backoff):
             raise ValueError(f"backoff must be at least 0, not {self.backoff!r}")
 
 
 class _Retry(Exception):
-    """A failure worth another attempt; its text is the reason."""
+    """A failure worth another attempt; its text is the reason. ``unreachable``: no
+    connection to the server at all (fatal once the attempts are spent: no other
+    conversation would be read either), else this conversation's (it is unread)."""
+
+    def __init__(self, reason: str, *, unreachable: bool = False) -> None:
+        super().__init__(reason)
+        self.unreachable = unreachable
 
 
 class HttpFeed(QueuedFeed):
@@ -99,6 +120,7 @@ class HttpFeed(QueuedFeed):
     def __init__(self, spec: str, options: HttpOptions, *, max_line_bytes: int) -> None:
         super().__init__(redact(spec), live=False, max_line_bytes=max_line_bytes)
         self._base = spec.rstrip("/")
+        self._secrets = (*secrets_in(spec), options.token or "", options.jwt or "")
         self._options = options
         self._client: httpx.AsyncClient | None = None
         #: Conversations skipped, with the reason (404, no events).
@@ -127,7 +149,8 @@ class HttpFeed(QueuedFeed):
             raise FeedError(
                 f"reading events from `{self.name}` needs httpx: {INSTALL_HINT}"
             ) from None
-        headers = {"Accept": "application/json"}
+        # Inflated by _body, bounded: only what it can inflate is asked for.
+        headers = {"Accept": "application/json", "Accept-Encoding": "gzip, deflate"}
         if self._options.jwt:
             headers["Authorization"] = f"Bearer {self._options.jwt}"
         self._client = httpx.AsyncClient(
@@ -176,7 +199,12 @@ class HttpFeed(QueuedFeed):
                     slots.release()
 
     def _url(self, conversation_id: str) -> str:
-        return f"{self._base}/conversations/{quote(conversation_id, safe='')}/tracker"
+        segment = quote(conversation_id, safe="")  # `/`, `?`, `#`, `%` encoded
+        if segment in (".", ".."):
+            # Dot segments: the client removes them (`/conversations/../tracker` is
+            # `/tracker`); percent-encoded, the id is a segment of its own.
+            segment = segment.replace(".", "%2E")
+        return f"{self._base}/conversations/{segment}/tracker"
 
     async def _fetch(self, conversation_id: str) -> Chunk | None:
         """One conversation's tracker as a chunk; None when it is skipped."""
@@ -188,6 +216,11 @@ class HttpFeed(QueuedFeed):
             except _Retry as exc:
                 if attempt == attempts:
                     tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+                    if not exc.unreachable:
+                        # One tracker the server keeps failing on: reported, and
+                        # the other conversations still read and judged.
+                        self._unread[conversation_id] = f"{exc} (gave up after {tries})"
+                        return None
                     raise FeedError(
                         f"cannot read conversation `{conversation_id}` from `{self.name}`: "
                         f"{exc} (gave up after {tries})"
@@ -204,16 +237,43 @@ class HttpFeed(QueuedFeed):
         if self._options.token:
             params["token"] = self._options.token
         url = self._url(conversation_id)
+        timeout = self._options.timeout
         try:
-            response = await self._client.get(url, params=params)
+            # The whole request within the timeout, its body included: httpx's
+            # own is per read, and a body trickled a byte at a time never trips it.
+            with anyio.fail_after(timeout):
+                async with self._client.stream("GET", url, params=params) as response:
+                    self._touch()
+                    body = await self._answer(conversation_id, response, redact(url))
+        except TimeoutError:
+            raise _Retry(f"no whole answer within {timeout:g} s") from None
         except httpx.TransportError as exc:
-            raise _Retry(_transport_reason(exc)) from None
-        except httpx.HTTPError as exc:  # too many redirects, a body that does not decode...
+            unreachable = isinstance(exc, httpx.ConnectError)
+            raise _Retry(_transport_reason(exc), unreachable=unreachable) from None
+        except httpx.HTTPError as exc:  # too many redirects...
             raise FeedError(
                 f"cannot read conversation `{conversation_id}` from `{self.name}`: "
                 f"{type(exc).__name__}: {exc}"
             ) from None
-        self._touch()
+        if body is None:
+            return None
+        chunk = _document_chunk(body, redact(url))
+        if chunk.ends != conversation_id:
+            # Judged, it would pass for the other conversation's run, and the one
+            # asked for would vanish: neither is read from it.
+            self._unread[conversation_id] = (
+                f"the server answered with the tracker of another conversation, `{chunk.ends}`"
+            )
+            return None
+        if not chunk.data:
+            self._skip(conversation_id, "the server's tracker for it has no events")
+            return None
+        return chunk
+
+    async def _answer(
+        self, conversation_id: str, response: httpx.Response, name: str
+    ) -> bytes | None:
+        """The tracker document a response holds; None when it is skipped or unread."""
         status = response.status_code
         if status >= 500 or status == 429:
             raise _Retry(f"the server answered {status} {response.reason_phrase}")
@@ -226,15 +286,21 @@ class HttpFeed(QueuedFeed):
             self._skip(conversation_id, "the server has no such conversation (404)")
             return None
         if status != 200:
+            excerpt = await _body(response, name, _EXCERPT, cut=True) or b""
+            text = excerpt[:_EXCERPT].decode("utf-8", "replace").strip()
             raise FeedError(
                 f"cannot read conversation `{conversation_id}` from `{self.name}`: the "
-                f"server answered {status} {response.reason_phrase}: {_excerpt(response)}"
+                f"server answered {status} {response.reason_phrase}: "
+                f"{repr(text) if text else '(empty body)'}"
             )
-        chunk = _document_chunk(response.content, redact(url))
-        if not chunk.data:
-            self._skip(conversation_id, "the server's tracker for it has no events")
+        limit = self._options.max_document_bytes
+        body = await _body(response, name, limit)
+        if body is None:
+            self._unread[conversation_id] = (
+                f"its tracker document is more than the {limit}-byte limit (stopped reading there)"
+            )
             return None
-        return chunk
+        return body
 
     def _skip(self, conversation_id: str, why: str) -> None:
         self.missing[conversation_id] = why
@@ -267,6 +333,46 @@ def _transport_reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
 
-def _excerpt(response: httpx.Response) -> str:
-    text = response.content[:_EXCERPT].decode("utf-8", "replace").strip()
-    return repr(text) if text else "(empty body)"
+async def _body(
+    response: httpx.Response, name: str, limit: int, *, cut: bool = False
+) -> bytes | None:
+    """The body, inflated as it arrives; None once it inflates past ``limit`` bytes
+    (reading stops there), or with ``cut`` its first ``limit`` bytes or so.
+
+    gzip and deflate are inflated here, ``_INFLATE_STEP`` bytes at most at a
+    time, never by httpx's decoders: one chunk of a gzip bomb inflates a
+    thousandfold.
+    """
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    inflate: Any = None
+    if encoding in ("gzip", "x-gzip"):
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == "deflate":
+        inflate = zlib.decompressobj()
+    elif encoding not in ("", "identity"):
+        raise FeedError(
+            f"`{name}`: the server answered in Content-Encoding `{encoding}`; "
+            "gzip, deflate or none was asked for"
+        )
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for raw in response.aiter_raw():
+            data = raw
+            while data and size <= limit:
+                if inflate is None:
+                    out, data = data, b""
+                else:
+                    step = min(limit + 1 - size, _INFLATE_STEP)
+                    out, data = inflate.decompress(data, step), inflate.unconsumed_tail
+                parts.append(out)
+                size += len(out)
+            if cut and size >= limit:
+                return b"".join(parts)
+            if size > limit:
+                return None  # (what was inflated is let go of at once)
+        if inflate is not None:
+            parts.append(inflate.flush())
+    except zlib.error as exc:
+        raise FeedError(f"`{name}`: the {encoding} body does not inflate: {exc}") from None
+    return b"".join(parts)

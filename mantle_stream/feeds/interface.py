@@ -86,6 +86,11 @@ class Feed(Protocol):
         """Connections refused or closed by the listener, by reason (a copy)."""
         ...
 
+    @property
+    def unread(self) -> dict[str, str]:
+        """Conversations asked for by id that could not be read, with why (a copy)."""
+        ...
+
     async def __aenter__(self) -> Feed: ...
 
     async def __aexit__(

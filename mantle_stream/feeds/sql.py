@@ -9,10 +9,13 @@ column, as a tracker document's rows are).
 
 The table is read in ``id`` order, ``batch_size`` rows at a time (keyset
 pagination, ``WHERE id > ? ORDER BY id LIMIT ?``: never the whole table at
-once), one JSON line per row. A chunk holds rows of consecutive ids, and
-its line numbers are the row ids, so a bad row's error reads
-``... (table events, row id):42``. ``SqlOptions`` can keep only some
-conversations (``sender_id``) and, in a tracker store, rows whose
+once), one JSON line per row; the first batch is asked for with no lower
+bound, so ids of any type the database orders (integers, text, UUIDs) are
+read in that order. A chunk holds rows of consecutive ids, and its line
+numbers are the row ids, so a bad row's error reads ``... (table events,
+row id):42``; in a table whose ids are not integers, rows are numbered by
+their place in id order (``... (table events, row in id order):4``).
+``SqlOptions`` can keep only some conversations (``sender_id``) and, in a tracker store, rows whose
 ``timestamp`` is at or after a time. Without ``follow:`` the feed ends after
 the last row (a replay); with it, it asks for newer rows every
 ``poll_interval`` and never ends.
@@ -29,12 +32,10 @@ import dataclasses
 import datetime
 import math
 import os
-import re
 import sqlite3
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import anyio
 import msgspec
@@ -43,6 +44,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.events.model import count_lines
+from mantle_stream.core.urls import redact, secrets_in
 from mantle_stream.feeds.base import Item, QueuedFeed
 from mantle_stream.feeds.interface import Chunk
 from mantle_stream.feeds.lines import split_lines
@@ -118,26 +120,6 @@ def parse_since(text: str) -> float:
 def is_sql_spec(spec: str) -> bool:
     """Whether ``spec`` (without ``follow:``) names a SQL database."""
     return spec.startswith(SQL_PREFIXES)
-
-
-def redact(spec: str) -> str:
-    """``spec`` with any password a URL holds hidden, for messages: the one after
-    ``user:`` (up to the last ``@`` before the host) and a ``password=`` parameter."""
-    prefix = "follow:" if spec.startswith("follow:") else ""
-    url = spec.removeprefix(prefix)
-    if "://" not in url:
-        return spec
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            netloc = userinfo.split(":", 1)[0] + ":***@" + host
-    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-    tail = parts.path + (f"?{query}" if parts.query else "")
-    return f"{prefix}{parts.scheme}://{netloc}{tail}" + (
-        f"#{parts.fragment}" if parts.fragment else ""
-    )
 
 
 class _Database(Protocol):
@@ -290,6 +272,9 @@ class SqlFeed(QueuedFeed):
         self._options = options
         self._db: _Database | None = None
         self._where = f"{redact(url)} (table {TABLE}, row id)"
+        self._secrets = tuple(secrets_in(url))
+        self._rows = 0  # rows read so far, in id order
+        self._by_place = False  # numbered by place: the table's ids are not integers
 
     async def _open(self) -> None:
         self._db = await anyio.to_thread.run_sync(self._connect)
@@ -354,10 +339,13 @@ class SqlFeed(QueuedFeed):
             db.close()
             raise FeedError(f"cannot read events from `{shown}`: {problem}")
 
-    def _query(self) -> tuple[str, list[Any]]:
+    def _query(self, *, first: bool = False) -> tuple[str, list[Any]]:
+        """The query of a batch: after the last id read, or (``first``) from the
+        start, with no value to compare ids with, so that ids of any type the
+        database orders (integers, text, UUIDs) are read in their order."""
         assert self._db is not None
         mark = self._db.placeholder
-        where = [f"id > {mark}"]
+        where = ["id IS NOT NULL" if first else f"id > {mark}"]
         params: list[Any] = []
         if self._options.conversations:
             marks = ", ".join([mark] * len(self._options.conversations))
@@ -385,11 +373,15 @@ class SqlFeed(QueuedFeed):
     async def _read(self, send: MemoryObjectSendStream[Item]) -> None:
         db = self._db
         assert db is not None
+        start, _ = self._query(first=True)
         query, params = self._query()
         size = self._options.batch_size
-        last: Any = -(2**63)  # below every id
+        last: Any = None  # no row read yet
         while True:
-            rows = await anyio.to_thread.run_sync(db.fetch, query, [last, *params, size])
+            if last is None:
+                rows = await anyio.to_thread.run_sync(db.fetch, start, [*params, size])
+            else:
+                rows = await anyio.to_thread.run_sync(db.fetch, query, [last, *params, size])
             if rows:
                 self._touch()
                 last = rows[-1][0]
@@ -407,6 +399,14 @@ class SqlFeed(QueuedFeed):
         lines: list[bytes] = []
         limit = self._max_line_bytes
         for row_id, sender_id, data in rows:
+            self._rows += 1
+            if self._by_place or not isinstance(row_id, int) or isinstance(row_id, bool):
+                # A text or UUID id is no line number: rows are numbered by their
+                # place in id order from the first that is not an integer on.
+                if not self._by_place:
+                    self._by_place = True
+                    self._where = f"{redact(self._url)} (table {TABLE}, row in id order)"
+                row_id = self._rows
             raw = _raw(data)
             if partition is not None:
                 # By the conversation the line names, as the evaluator reads it (a row

@@ -12,10 +12,12 @@ URLs). ``--integrations`` writes such a spec from the agent's block.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from mantle_stream.core.errors import UsageError
+from mantle_stream.core.urls import malformed_url, redact
 
 __all__ = [
     "DEFAULT_TOPIC",
@@ -98,7 +100,10 @@ def is_kafka_spec(spec: str) -> bool:
 def parse_kafka_spec(spec: str) -> KafkaSpec:
     """The brokers, the topic and the client settings a spec names; UsageError if bad."""
     if not is_kafka_spec(spec):
-        raise UsageError(f"`{spec}` is not a kafka:// source")
+        raise UsageError(f"`{redact(spec)}` is not a kafka:// source")
+    why = malformed_url(spec)
+    if why is not None:
+        raise UsageError(f"bad event source `{redact(spec)}`: {why}")
     parts = urlsplit(spec)
     netloc = parts.netloc
     settings: dict[str, str] = {}
@@ -109,7 +114,7 @@ def parse_kafka_spec(spec: str) -> KafkaSpec:
         if password:
             settings["sasl.password"] = unquote(password)
     if not netloc:
-        raise UsageError(f"`{spec}`: expected kafka://HOST:PORT/TOPIC")
+        raise UsageError(f"`{redact(spec)}`: expected kafka://HOST:PORT/TOPIC")
     topic = unquote(parts.path.strip("/")) or DEFAULT_TOPIC
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key in _SETTINGS:
@@ -129,7 +134,10 @@ def kafka_settings(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, equals, value = pair.partition("=")
         if not equals or not key.strip():
-            raise UsageError(f"--kafka-config `{pair}`: expected KEY=VALUE")
+            # Up to a `:` or a space only: `sasl.password:s3cret` holds a secret.
+            shown = re.split(r"[:\s]", pair.strip(), maxsplit=1)[0]
+            shown += "..." if len(shown) < len(pair.strip()) else ""
+            raise UsageError(f"--kafka-config `{shown}`: expected KEY=VALUE")
         settings[key.strip()] = value.strip()
     return settings
 

@@ -27,8 +27,18 @@ def atomic_file(path: str, *, durable: bool = False) -> Iterator[IO[bytes]]:
     after it, so the new file, whole, is what a restart after a power cut finds.
 
     The file gets the permissions a plain ``open`` would give it (0666 less
-    the umask), not ``mkstemp``'s 0600.
+    the umask), not ``mkstemp``'s 0600. A path that is a device or a pipe is
+    written in place.
     """
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        # A device or a pipe (/dev/stdout, /dev/null): written in place, since a
+        # rename over it would replace it (with a file, for whoever may).
+        try:
+            with open(path, "wb") as device:
+                yield device
+        except OSError as exc:
+            raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
+        return
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:

@@ -34,17 +34,18 @@ _record = DecisionRecord.of
 class JsonlWriter:
     """A :class:`~mantle_stream.outputs.sink.Sink`: the verdicts, a line each."""
 
-    def __init__(self, fh: IO[bytes]) -> None:
+    def __init__(self, fh: IO[bytes], path: str = "<jsonl>") -> None:
         self._fh = fh
+        self.path = path  # what a message names when writing fails
 
     @classmethod
     def open(cls, path: str, *, overwrite: bool = False) -> JsonlWriter:
         """``path``, appended to (or emptied first, with ``overwrite``); ``-`` is
         standard output."""
         if path == "-":
-            return cls(os.fdopen(os.dup(sys.stdout.fileno()), "wb"))
+            return cls(os.fdopen(os.dup(sys.stdout.fileno()), "wb"), "<stdout>")
         try:
-            return cls(open(path, "wb" if overwrite else "ab"))
+            return cls(open(path, "wb" if overwrite else "ab"), path)
         except OSError as exc:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
 
@@ -59,8 +60,11 @@ class JsonlWriter:
     def write_lines(self, data: bytes) -> None:
         """Lines made by :meth:`lines` (by another process, say), written and flushed."""
         if data:
-            self._fh.write(data)
-            self._fh.flush()
+            try:
+                self._fh.write(data)
+                self._fh.flush()
+            except OSError as exc:  # a full disk: FeedError, so the other outputs go on
+                raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
 
     def on_decisions(self, decisions: list[Decision]) -> None:
         self.write(decisions)
@@ -72,4 +76,7 @@ class JsonlWriter:
         """Every verdict was written as it came: nothing is left to add."""
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError as exc:  # what was still buffered could not be written
+            raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
@@ -46,18 +47,30 @@ __all__ = ["UNMATCHED_SUITE", "JunitWriter", "junit_xml"]
 #: The name of the suite of the conversations judged against no scenario.
 UNMATCHED_SUITE = "unmatched conversations"
 
-#: Characters XML 1.0 forbids (C0 controls but tab, newline and return): written
-#: as ``\\xNN`` text, so that data quoting them never makes the file unreadable.
-_FORBIDDEN = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D))
-_ESCAPED = {c: f"\\x{c:02x}".encode() for c in _FORBIDDEN}
+#: Characters XML 1.0 forbids: C0 controls but tab, newline and return; lone
+#: surrogates (a file name that is not UTF-8, through ``os.fsdecode``); U+FFFE
+#: and U+FFFF. Each is written as its escape in text (``\\x01``, ``\\ufffe``),
+#: so that data quoting them never makes the file unreadable.
+_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _valid(text: str) -> bytes:
+    """``text`` as UTF-8 that any XML reader accepts: what XML forbids, escaped."""
+    return _FORBIDDEN.sub(_escape, text).encode()
+
+
+_DECLARATION = "<?xml version='1.0' encoding='utf-8'?>\n"
 
 
 def _xml(element: ET.Element, *, declaration: bool = False) -> bytes:
     """An element as UTF-8 XML that any XML reader accepts, whatever its text holds."""
-    data: bytes = ET.tostring(element, encoding="utf-8", xml_declaration=declaration)
-    if any(c in data for c in _FORBIDDEN):
-        data = b"".join(_ESCAPED.get(c, bytes((c,))) for c in data)
-    return data
+    text = ET.tostring(element, encoding="unicode")
+    return _valid(_DECLARATION + text if declaration else text)
 
 
 #: What ElementTree escapes in an attribute value and in text, alike.
@@ -156,10 +169,7 @@ class _Suite:
         parts += _attributes(outcome_attributes)
         parts.append(f">{_text(text)}</{tag}>" if text else " />")
         parts.append("\n    </testcase>\n")
-        data = "".join(parts).encode()
-        if any(c in data for c in _FORBIDDEN):
-            data = b"".join(_ESCAPED.get(c, bytes((c,))) for c in data)
-        self.body.write(data)
+        self.body.write(_valid("".join(parts)))
 
     def element(self, result: ScenarioResult | None) -> ET.Element:
         """The opening of the suite: its totals and properties (its cases follow)."""

@@ -113,6 +113,9 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     foreign_events: int = 0  # sent for a conversation another connection owns: refused
     # Conversations that named no scenario within MAX_UNNAMED_BUFFER events or bytes.
     unnamed_given_up: int = 0
+    # Conversations asked for by id that the source could not give (a Rasa server
+    # that kept failing, or answered another's tracker), with why: not judged.
+    unread: dict[str, str] = {}
 
 
 class ScenarioAssertion(msgspec.Struct, frozen=True):
@@ -328,13 +331,15 @@ def build_report(
     refused: Mapping[str, int] | None = None,
     *,
     scenarios: Sequence[Scenario] | None = None,
+    unread: Mapping[str, str] | None = None,
 ) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
 
     ``recorded`` (from :func:`~mantle_stream.core.recorded.load_results`) adds, per
     conversation, where our verdicts differ from those ``evaluate_agent``
     recorded for the run. ``refused``: the clients a listener turned away, by
-    reason (``Feed.rejected``). From :class:`Judged` (the merged outcome of
+    reason (``Feed.rejected``); ``unread``: the conversations the source could
+    not read, with why (``Feed.unread``). From :class:`Judged` (the merged outcome of
     ``check --workers``) instead of an evaluator, give the ``scenarios`` too.
     """
     if isinstance(evaluator, Evaluator):
@@ -365,6 +370,7 @@ def build_report(
         refused_clients=dict(refused or {}),
         foreign_events=stats.foreign_events,
         unnamed_given_up=stats.unnamed_given_up,
+        unread=dict(unread or {}),
     )
     return Report(
         conversations=conversations,
@@ -468,6 +474,10 @@ def notes(report: Report) -> list[str]:
     if w.legacy_rows:
         n = sum(w.legacy_rows.values())
         lines.append(f"{_count(n, 'older CALM row')} skipped ({_named(w.legacy_rows)})")
+    for cid, why in list(w.unread.items())[:MAX_LISTED]:
+        lines.append(f"conversation `{cid}` could not be read: {why}")
+    if len(w.unread) > MAX_LISTED:
+        lines.append(f"{len(w.unread) - MAX_LISTED} more conversations could not be read")
     for u in report.unmatched[:MAX_LISTED]:
         if u.scenario:
             why = f"its scenario `{u.scenario}` is not loaded"
@@ -500,14 +510,17 @@ def strict_problems(report: Report) -> list[str]:
             problems.append(_count(count, noun))
     if w.unknown_kinds:
         problems.append(_count(sum(w.unknown_kinds.values()), "event") + " of unknown kinds")
+    if w.unread:
+        problems.append(_count(len(w.unread), "conversation") + " not read")
     return problems
 
 
 def exit_status(report: Report) -> int:
-    """0 all passed, 1 something failed, 2 something could not be judged."""
+    """0 all passed, 1 something failed, 2 something could not be judged (an
+    assertion errored, a conversation could not be read, none was judged)."""
     if report.summary.failed:
         return EXIT_FAILED
-    if report.summary.errored:
+    if report.summary.errored or (report.warnings is not None and report.warnings.unread):
         return EXIT_ERROR
     if not report.conversations:
         return EXIT_ERROR

@@ -14,9 +14,10 @@ line composes the ones asked for.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
+from mantle_stream.core.errors import FeedError
 from mantle_stream.core.verdicts import Decision, StopMessage
 
 if TYPE_CHECKING:
@@ -43,25 +44,56 @@ class Sink(Protocol):
 
 class Sinks:
     """Several sinks as one (itself a :class:`Sink`): each call goes to every
-    sink, in the order they were added."""
+    sink, in the order they were added.
 
-    def __init__(self, sinks: Iterable[Sink] = ()) -> None:
+    An output fails on its own: a sink that raises :class:`FeedError` (``cannot
+    write `PATH`: reason``: a full disk, a directory in its place) is closed and
+    dropped, its message kept in :attr:`failures` and told to ``on_failure``;
+    the other sinks go on, and the final report still reaches them.
+    """
+
+    def __init__(
+        self,
+        sinks: Iterable[Sink] = (),
+        *,
+        on_failure: Callable[[str], object] | None = None,
+    ) -> None:
         self.sinks: list[Sink] = list(sinks)
+        self.on_failure = on_failure
+        #: What each output that failed said, in the order they failed.
+        self.failures: list[str] = []
 
     def append(self, sink: Sink) -> None:
         self.sinks.append(sink)
 
+    def attempt(self, sink: Sink, action: Callable[..., object], *args: Any) -> None:
+        """``action(*args)``, a call on ``sink``; if it fails to write, the sink is dropped."""
+        try:
+            action(*args)
+        except FeedError as exc:
+            self.fail(str(exc))
+            if sink in self.sinks:
+                self.sinks.remove(sink)
+            with contextlib.suppress(Exception):  # (what it failed at, it fails at again)
+                sink.close()
+
+    def fail(self, message: str) -> None:
+        """An output failed (this list's sinks, or one written beside them)."""
+        self.failures.append(message)
+        if self.on_failure is not None:
+            self.on_failure(message)
+
     def on_decisions(self, decisions: list[Decision]) -> None:
-        for sink in self.sinks:
-            sink.on_decisions(decisions)
+        for sink in list(self.sinks):
+            self.attempt(sink, sink.on_decisions, decisions)
 
     def on_stop(self, message: StopMessage) -> None:
-        for sink in self.sinks:
-            sink.on_stop(message)
+        for sink in list(self.sinks):
+            self.attempt(sink, sink.on_stop, message)
 
     def on_end(self, report: Report) -> None:
-        for sink in self.sinks:
-            sink.on_end(report)
+        for sink in list(self.sinks):
+            self.attempt(sink, sink.on_end, report)
 
     def close(self) -> None:
         """Close every sink, in order, even when one of them fails."""

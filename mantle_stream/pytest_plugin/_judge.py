@@ -148,6 +148,10 @@ class Remembering:
     def rejected(self) -> dict[str, int]:
         return self.feed.rejected
 
+    @property
+    def unread(self) -> dict[str, str]:
+        return self.feed.unread
+
     async def __aenter__(self) -> Remembering:
         return self  # the feed it wraps is entered (and left) by its opener
 
