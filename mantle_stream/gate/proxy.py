@@ -37,6 +37,7 @@ from urllib.parse import quote, unquote, urlsplit
 import anyio
 import msgspec
 
+from mantle_stream.core.urls import redact
 from mantle_stream.gate.runs import GateJudge
 
 if TYPE_CHECKING:
@@ -279,7 +280,7 @@ class GateProxy:
             await _answer(
                 send,
                 502,
-                f"mantle-stream gate: the agent at {self.options.upstream} did not answer: "
+                f"mantle-stream gate: the agent at {redact(self.options.upstream)} did not answer: "
                 f"{_reason(exc)}\n",
             )
             return False
