@@ -20,6 +20,7 @@ Its own tests are in ``test_harness.py``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,7 @@ __all__ = [
     "bot",
     "call",
     "calm_slot",
+    "check_golden",
     "checkpointed",
     "clear",
     "end",
@@ -467,3 +469,17 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
         timeout=timeout,
         check=False,
     )
+
+
+#: Golden text: what a user reads, compared whole (``tests/golden/*.txt``).
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def check_golden(name: str, text: str) -> None:
+    """``text`` is ``tests/golden/NAME`` exactly; ``UPDATE_GOLDEN=1`` rewrites the file
+    instead (read the diff before committing it)."""
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path.name} is missing; run with UPDATE_GOLDEN=1 and read it"
+    assert text == path.read_text(encoding="utf-8")

@@ -12,7 +12,6 @@ and read the difference before committing it.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +38,12 @@ from mantle_stream.outputs.report import (
 )
 from mantle_stream.outputs.sink import Sink
 
+from _harness import check_golden as golden
 from _harness import line, scenario
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
 def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"github_{name}.txt"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"{path.name} is missing; run with UPDATE_GOLDEN=1 and read it"
-    assert text == path.read_text(encoding="utf-8")
+    golden(f"github_{name}.txt", text)
 
 
 # ------------------------------------------------------------------ feeds
