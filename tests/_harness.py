@@ -459,10 +459,14 @@ def line(cid: str, seq: int, **payload: Any) -> bytes:
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``mantle-stream ARGS`` as a subprocess from the repository, its output captured."""
+def run_cli(
+    *args: str, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``mantle-stream ARGS`` as a subprocess from the repository, its output captured
+    (``stdin``: what it reads on standard input, else nothing)."""
     return subprocess.run(
         [sys.executable, "-m", "mantle_stream", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         cwd=REPOSITORY,

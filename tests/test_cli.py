@@ -381,7 +381,7 @@ def test_validate_good_files_exits_0() -> None:
         ),
         (
             ["check", "/nonexistent.yml", "--events", str(CARD_EVENTS)],
-            "/nonexistent.yml:1:1: error: cannot read: No such file or directory",
+            "/nonexistent.yml: error: cannot read: No such file or directory",
         ),
         (["check", str(CARD)], "where are the events? give --events SOURCE or --integrations PATH"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
