@@ -203,8 +203,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="exit 2 when anything was not judged as asked: conversations that "
-        "match no scenario, bad or late events, sequence gaps, unknown kinds",
+        help="exit 2 when an event or a conversation came and was not judged: "
+        "conversations that match no scenario, bad, late or foreign events, unknown "
+        "kinds (not a gap in `sequence`: Mantle's may skip numbers)",
     )
     p.add_argument(
         "--conversation",
