@@ -20,6 +20,7 @@ Its own tests are in ``test_harness.py``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,7 @@ __all__ = [
     "bot",
     "call",
     "calm_slot",
+    "check_golden",
     "checkpointed",
     "clear",
     "end",
@@ -457,13 +459,31 @@ def line(cid: str, seq: int, **payload: Any) -> bytes:
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``mantle-stream ARGS`` as a subprocess from the repository, its output captured."""
+def run_cli(
+    *args: str, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``mantle-stream ARGS`` as a subprocess from the repository, its output captured
+    (``stdin``: what it reads on standard input, else nothing)."""
     return subprocess.run(
         [sys.executable, "-m", "mantle_stream", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         cwd=REPOSITORY,
         timeout=timeout,
         check=False,
     )
+
+
+#: Golden text: what a user reads, compared whole (``tests/golden/*.txt``).
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def check_golden(name: str, text: str) -> None:
+    """``text`` is ``tests/golden/NAME`` exactly; ``UPDATE_GOLDEN=1`` rewrites the file
+    instead (read the diff before committing it)."""
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path.name} is missing; run with UPDATE_GOLDEN=1 and read it"
+    assert text == path.read_text(encoding="utf-8")

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CARD = ROOT / "examples" / "eval" / "scenarios" / "card_replace_damaged.yml"
 CARD_EVENTS = ROOT / "examples" / "eval" / "events" / "card_replace_damaged.jsonl"
 FLAKY_TOOL = (
-    f"::warning file={CARD},line=42,title=Customer replaces a damaged card #5 tool_executed::"
+    f"::error file={CARD},line=42,title=Customer replaces a damaged card #5 tool_executed "
+    "(flaky)::"
     "flaky: 1/3 runs failed (in sim-b4802004-f8c7-4a8d-9d87-921bd4592b53): tool "
     "`order_replacement` never ran as specified"
 )
@@ -47,9 +48,10 @@ def test_in_github_actions_check_annotates_after_the_table_and_writes_the_summar
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     first = next(i for i, text in enumerate(lines) if text.startswith("::"))
-    assert first > 0 and "3 conversations" in proc.stdout.split("::warning", 1)[0]
+    assert first > 0 and "3 conversations" in proc.stdout.split("::error", 1)[0]
     commands = lines[first:]  # the annotations come last, all of them
-    assert all(c.startswith("::warning ") for c in commands) and len(commands) == 4
+    # Each failed in a run: the job fails (exit 1) and its annotations say where.
+    assert all(c.startswith("::error ") for c in commands) and len(commands) == 4
     assert any(c.startswith(FLAKY_TOOL) for c in commands)
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("## mantle-stream: 1/3 runs passed across 1 scenario\n")
@@ -76,7 +78,7 @@ def test_watch_into_a_pipe_annotates_after_the_verdict_lines(tmp_path: Path) -> 
     proc = run("watch", str(CARD), "--events", str(CARD_EVENTS), env=in_actions(summary))
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) > 10 and all(text.startswith("::warning ") for text in lines[-4:])
+    assert len(lines) > 10 and all(text.startswith("::error ") for text in lines[-4:])
     assert not any(text.startswith("::") for text in lines[:-4])
     assert "1/3 runs passed" in summary.read_text(encoding="utf-8")
 

@@ -449,7 +449,11 @@ def test_a_document_that_is_not_one_names_the_problem() -> None:
             b'{"conversation_id":"c","sequence":1,"new_kind":{},"other_kind":{}}',
             "expected exactly one payload key, found `new_kind`, `other_kind`",
         ),
-        (b"[1, 2]", "Expected `object`, got `array`"),
+        (
+            b"[1, 2]",
+            "a JSON array, not an event: a source holds one event (a JSON object) a line, "
+            'or one tracker document (`{"sender_id": ..., "events": [...]}`)',
+        ),
         (
             b'{"conversation_id":"c","sequence":"1","user":{}}',
             "Expected `int | null`, got `str` - at `$.sequence`",

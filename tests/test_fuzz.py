@@ -253,7 +253,8 @@ ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
 def _check_event_error(exc: ms.EventError, lines: list[bytes], first: int) -> None:
-    """One line saying where and what, then an excerpt of the line it names.
+    """One line saying where and what, then an excerpt of the line it names, then
+    the hint (one line) when the error has one.
 
     ``lines`` are the physical lines of the input (split at LF), ``first``
     the number of ``lines[0]``.
@@ -265,8 +266,10 @@ def _check_event_error(exc: ms.EventError, lines: list[bytes], first: int) -> No
     text = f"{where}: bad event: {exc.message}"
     if exc.excerpt:
         text += f"\n    {exc.excerpt}"
+    if exc.hint:
+        text += f"\nhint: {exc.hint}"
     assert str(exc) == text
-    for part in (exc.message, exc.excerpt):
+    for part in (exc.message, exc.excerpt, exc.hint):
         assert "\n" not in part and "\r" not in part, f"not one line: {part!r}"
     named = lines[exc.line - first].decode("utf-8", "replace").strip()
     excerpt = exc.excerpt.removesuffix("…").rstrip("\ufffd")

@@ -12,7 +12,6 @@ and read the difference before committing it.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +38,12 @@ from mantle_stream.outputs.report import (
 )
 from mantle_stream.outputs.sink import Sink
 
+from _harness import check_golden as golden
 from _harness import line, scenario
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
 def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"github_{name}.txt"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"{path.name} is missing; run with UPDATE_GOLDEN=1 and read it"
-    assert text == path.read_text(encoding="utf-8")
+    golden(f"github_{name}.txt", text)
 
 
 # ------------------------------------------------------------------ feeds
@@ -189,7 +182,7 @@ def test_golden_escaping_of_titles_files_and_messages() -> None:
         "title=Cards%3A 50%25 off%2C%0Anow #0 tool_executed::"
         "failed in 2/2 runs (in c-1): line one%0D%0Aline two: 100%25, done"
     )
-    assert commands[1].startswith("::warning title=from text #0 bot_uttered::flaky: 1/2")
+    assert commands[1].startswith("::error title=from text #0 bot_uttered (flaky)::flaky: 1/2")
     assert all("\n" not in c and "\r" not in c for c in commands)
 
 
@@ -197,9 +190,9 @@ def test_golden_cap_of_ten_per_level_then_one_notice() -> None:
     commands = workflow_commands(many())
     check_golden("capped", "\n".join(commands) + "\n")
     levels = [c.split(" ", 1)[0].split("::")[1] for c in commands]
-    assert levels == ["error"] * MAX_PER_LEVEL + ["warning"] * MAX_PER_LEVEL + ["notice"]
+    assert levels == ["error"] * MAX_PER_LEVEL + ["notice"]
     assert commands[-1] == (
-        "::notice title=mantle-stream::6 more annotations left out (2 errors, 4 warnings): "
+        "::notice title=mantle-stream::16 more annotations left out (16 errors): "
         "GitHub shows 10 per level; the step summary and the report list every one"
     )
 
@@ -212,8 +205,22 @@ def test_failed_rank_before_flaky_before_errored_and_larger_flaky_shares_first()
     assert shares == [2 / 3] * 7 + [1 / 3] * 6
     # Otherwise in the order of the scenarios and their assertions.
     assert [a.index for a in found if a.cls == "failed"] == list(range(12))
-    assert found[-1].scenario == "errored" and found[-1].level == "warning"
+    assert found[-1].scenario == "errored" and found[-1].level == "error"
     assert "errored in 1 run, could not be evaluated" in found[-1].message
+
+
+def test_an_assertion_that_failed_in_any_run_is_an_error_flaky_in_its_title() -> None:
+    # Each of them fails the job (exit 1, or 2 when it could only error): a warning
+    # would leave a failed job whose annotations show no error.
+    commands = workflow_commands(mixed())
+    assert [c.split(" ", 1)[0] for c in commands] == ["::error"] * 4
+    titles = [c.split("title=", 1)[1].split("::", 1)[0] for c in commands]
+    assert titles == [
+        "never #0 skill_activated",
+        "Cards%3A 100%25%2C now #0 skill_activated",
+        "flaky #1 bot_uttered (flaky)",
+        "errored #1 bot_uttered (errored)",
+    ]
 
 
 def test_nothing_to_annotate_prints_nothing() -> None:

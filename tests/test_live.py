@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import io
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -28,8 +27,7 @@ from mantle_stream.core.verdicts import ConversationResult as C
 from mantle_stream.core.verdicts import Decision, Statistics, Verdict
 from mantle_stream.outputs.live import LiveSnapshot, LiveView, decision_line, summary_line
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+from _harness import check_golden as golden
 
 CARD = "Customer replaces a damaged card"
 TRANSFER = "Customer transfers money to a saved payee"
@@ -80,12 +78,7 @@ def plain(text: str) -> str:
 
 
 def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"live_{name}.txt"
-    if UPDATE:
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(plain(text), encoding="utf-8")
-    assert path.exists(), f"{path.name} is missing; run with UPDATE_GOLDEN=1 and read it"
-    assert plain(text) == path.read_text(encoding="utf-8")
+    golden(f"live_{name}.txt", plain(text))
 
 
 # ---------------------------------------------------------------- snapshots

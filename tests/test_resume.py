@@ -16,6 +16,7 @@ import pytest
 
 import mantle_stream as ms
 from mantle_stream.core.recorded import load_results
+from mantle_stream.core.verdicts import MAX_OCCURRENCES
 from mantle_stream.feeds.lines import split_lines
 
 from _harness import run_cli
@@ -29,7 +30,13 @@ RECORDED = load_results(RESULTS)
 ASSIGNMENTS = {cid: run.scenario for cid, run in RECORDED.items()}
 CARD_OK = "sim-5588a28d-011b-4f0b-822a-91e1448a99c5"
 #: The examples' one deliberate sequence gap (a transfer run skips two sequences).
-GAP = {"gaps": 1}
+GAP_AT = {
+    "warning": "gaps",
+    "conversation_id": "sim-66a038ae-b30b-47be-8eb5-64703ce5024f",
+    "sequence": 36,
+    "last": 37,
+}
+GAP = {"gaps": 1, "occurrences": [GAP_AT]}
 
 
 def evaluator(**options: Any) -> ms.Evaluator:
@@ -80,7 +87,13 @@ def test_duplicated_events_are_applied_once() -> None:
     ev.push_chunk(doubled)
     ev.finish_all()
     report = report_of(ev)
-    assert report.pop("warnings") == {"duplicates": len(LINES), **GAP}
+    warnings = report.pop("warnings")
+    listed = warnings.pop("occurrences")
+    assert warnings == {"duplicates": len(LINES), "gaps": 1}
+    # Each named, up to the bound; the gap is not crowded out by them.
+    assert sum(o["warning"] == "duplicates" for o in listed) == MAX_OCCURRENCES
+    assert listed[0] == {"warning": "duplicates", "conversation_id": CARD_OK, "sequence": 0}
+    assert GAP_AT in listed
     clean = uninterrupted()
     clean.pop("warnings")
     assert report == clean
@@ -162,7 +175,7 @@ def test_without_a_window_a_late_event_is_counted_not_applied() -> None:
     # Each swapped pair: the later event opens a gap that is given up at once, and
     # the earlier one then comes too late to apply. Late, not a duplicate.
     assert stats.late_events > 0 and stats.duplicates == 0
-    assert stats.gaps == stats.late_events + GAP["gaps"]
+    assert stats.gaps == stats.late_events + 1  # and the examples' own
 
 
 def test_a_gap_that_never_fills_is_released_after_the_window() -> None:
@@ -448,7 +461,11 @@ def test_a_resumed_run_counts_late_events_and_bad_lines_once() -> None:
     resumed.push_chunk(feed, on_bad=lambda e: None)  # the whole feed again
     assert report_of(resumed) == clean
     # (Not finished: the gap's events are still held, so no gap is counted yet.)
-    assert clean["warnings"] == {"bad_events": 1, "late_events": 1}
+    assert clean["warnings"] == {
+        "bad_events": 1,
+        "late_events": 1,
+        "occurrences": [{"warning": "late_events", "conversation_id": CARD_OK, "sequence": 999}],
+    }
     assert resumed.statistics().events == clean_events
 
 

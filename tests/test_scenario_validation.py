@@ -1765,7 +1765,7 @@ def test_a_directory_without_scenarios_is_an_error(
     with pytest.raises(ScenarioError) as info:
         load_scenarios([tmp_path])
     assert [(d.path, d.line, d.col, d.message) for d in info.value.diagnostics] == [
-        (str(tmp_path), 1, 1, "no *.yml or *.yaml files in this directory")
+        (str(tmp_path), 0, 0, "no *.yml or *.yaml files in this directory")
     ]
 
 
@@ -1790,7 +1790,7 @@ def test_a_missing_file_is_a_diagnostic(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenarios([missing])
     assert [(d.path, d.line, d.col, d.message) for d in info.value.diagnostics] == [
-        (str(missing), 1, 1, "cannot read: No such file or directory")
+        (str(missing), 0, 0, "cannot read: No such file or directory")
     ]
 
 
@@ -1912,7 +1912,7 @@ def test_validate_a_missing_file_exits_2_without_a_traceback(tmp_path: Path) -> 
     result = validate(str(tmp_path / "nope.yml"))
     assert result.returncode == 2
     assert result.stderr == (
-        f"{tmp_path / 'nope.yml'}:1:1: error: cannot read: No such file or "
+        f"{tmp_path / 'nope.yml'}: error: cannot read: No such file or "
         "directory\n1 error in 1 file\n"
     )
 

@@ -463,9 +463,16 @@ def _finish(
         session.annotations.on_end(report)
     if outcome.ending == "bad-event":
         print(f"mantle-stream: error: {outcome.error}", file=sys.stderr)
+        # An error with a hint of its own (a JSON array: skipping it judges nothing)
+        # says what to do; only the others are worth going past.
+        skip = (
+            ""
+            if "\nhint: " in (outcome.error or "")
+            else " (use --on-bad-event=skip to go on past bad events)"
+        )
         print(
             "mantle-stream: stopped at the bad event; the report holds what was judged "
-            "before it (use --on-bad-event=skip to go on past bad events)",
+            f"before it{skip}",
             file=sys.stderr,
         )
         return EXIT_ERROR

@@ -9,10 +9,11 @@ anyio or rich.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
-import sys
 from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from mantle_stream.core.defaults import (
     DEFAULT_GAP_TIMEOUT,
@@ -25,10 +26,66 @@ from mantle_stream.core.defaults import (
 __all__ = ["main"]
 
 
+# Why an option of another command is not one of this one, where there is more to say
+# than "it is an option of `check`" (README, "Every core": `watch` is always one process).
+_WHY_NOT_HERE = {
+    "--workers": "`{command}` always judges in one process",
+}
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n")  # bad usage: exit status 2
+    """A parser whose usage errors are the line that matters and where to read more.
+
+    argparse would print the whole usage (30 wrapped lines for ``check``) before the
+    message; here the message comes first, then ``see: PROG --help``. Long options
+    must be written whole: a prefix (``--event`` for ``--events``) would change
+    meaning the day an option sharing it is added. Every subcommand is built with
+    this class (``parser_class``), so both hold for each of them.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\nsee: {self.prog} --help\n")
+
+    def usage_line(self) -> str:
+        """One line of usage: the command and its positionals, the options left to --help."""
+        words = [self.prog]
+        for action in self._actions:
+            if not action.option_strings and action.nargs != argparse.SUPPRESS:
+                name = str(action.metavar or action.dest)
+                words.append(f"{name}..." if action.nargs in ("+", "*") else name)
+        return "usage: " + " ".join([*words, "[options]"])
+
+    def refuse(self, extras: list[str], siblings: dict[str, argparse.ArgumentParser]) -> NoReturn:
+        """Arguments this command does not take: name the first and what was probably meant."""
+        option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+        if option is None:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        command = self.prog.rsplit(" ", 1)[-1]
+        owners = [
+            name
+            for name, parser in siblings.items()
+            if parser is not self and option in parser._option_string_actions
+        ]
+        if owners:
+            message = (
+                f"`{option}` is an option of {', '.join(f'`{o}`' for o in owners)}, "
+                f"not of `{command}`"
+            )
+            why = _WHY_NOT_HERE.get(option)
+            if why:
+                message += f": {why.format(command=command)}"
+        else:
+            message = f"unknown option `{option}`"
+            close = difflib.get_close_matches(option, list(self._option_string_actions), n=1)
+            if close:
+                message += f"; did you mean `{close[0]}`?"
+        self.exit(
+            2, f"{self.prog}: error: {message}\n{self.usage_line()}\nsee: {self.prog} --help\n"
+        )
 
 
 def _seconds(text: str) -> float | None:
@@ -155,8 +212,9 @@ def _add_judging_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="exit 2 when anything was not judged as asked: conversations that "
-        "match no scenario, bad or late events, sequence gaps, unknown kinds",
+        help="exit 2 when an event or a conversation came and was not judged: "
+        "conversations that match no scenario, bad, late or foreign events, unknown "
+        "kinds (not a gap in `sequence`: Mantle's may skip numbers)",
     )
     p.add_argument(
         "--conversation",
@@ -573,8 +631,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each subcommand's parser by its name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # Known arguments first, so that an unknown one is refused by its own command (with
+    # that command's options to suggest from), not by the top level with its usage.
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        commands = _commands(parser)
+        command = commands.get(getattr(args, "command", None) or "", parser)
+        assert isinstance(command, _Parser)
+        command.refuse(extras, commands)
     from mantle_stream.cli.commands import run  # the engine and the edges: only now
 
     return run(args)

@@ -44,7 +44,13 @@ class EventError(MantleStreamError):
     """An event could not be read: malformed JSON, wrong types, no or two payloads."""
 
     def __init__(
-        self, message: str, *, source: str = "<events>", line: int | None = None, excerpt: str = ""
+        self,
+        message: str,
+        *,
+        source: str = "<events>",
+        line: int | None = None,
+        excerpt: str = "",
+        hint: str = "",
     ) -> None:
         # Input text quoted in a message must not break it over lines (or send
         # control sequences to a terminal).
@@ -59,11 +65,17 @@ class EventError(MantleStreamError):
         text = f"{where}: bad event: {self.message}"
         if self.excerpt:
             text += f"\n    {self.excerpt}"
+        # What to do instead, when the message knows better than "skip it".
+        self.hint = hint
+        if hint:
+            text += f"\nhint: {hint}"
         super().__init__(text)
 
     def at(self, line: int | None) -> EventError:
         """The same error at another line (of the whole feed, say, not of a part of it)."""
-        moved = EventError(self.message, source=self.source, line=line, excerpt=self.excerpt)
+        moved = EventError(
+            self.message, source=self.source, line=line, excerpt=self.excerpt, hint=self.hint
+        )
         moved.decisions = self.decisions
         return moved
 

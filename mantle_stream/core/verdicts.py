@@ -35,14 +35,17 @@ from typing import Any, Literal, Self
 import msgspec
 
 __all__ = [
+    "MAX_OCCURRENCES",
     "AssertionResult",
     "ConversationResult",
     "Decision",
     "DecisionRecord",
+    "Occurrence",
     "Statistics",
     "StopMessage",
     "Verdict",
     "VerdictRecord",
+    "bounded",
     "settling",
 ]
 
@@ -193,6 +196,36 @@ class ConversationResult(msgspec.Struct, frozen=True):
     duration: float | None = None
     # The sequence of each turn's user message (the first 1,000 turns).
     turn_starts: tuple[int, ...] = ()
+
+
+#: Occurrences of each warning an evaluator (or the merge of several) keeps for the
+#: report; the counters go on past them. Per warning, so that a flood of duplicates
+#: does not hide the one gap.
+MAX_OCCURRENCES = 100
+
+
+class Occurrence(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Where one of the feed's irregularities happened: the conversation and sequence
+    of a gap given up on (``sequence`` to ``last``), a late, duplicate or foreign
+    event. ``warning`` is the report's counter it adds to (``gaps``, ``late_events``,
+    ``duplicates``, ``foreign_events``)."""
+
+    warning: str
+    conversation_id: str
+    sequence: int | None = None  # None: a row without one
+    last: int | None = None  # a gap's last missing sequence, when it spans several
+
+
+def bounded(occurrences: Iterable[Occurrence]) -> list[Occurrence]:
+    """The first :data:`MAX_OCCURRENCES` occurrences of each warning, in order."""
+    kept: list[Occurrence] = []
+    seen: dict[str, int] = {}
+    for o in occurrences:
+        n = seen.get(o.warning, 0)
+        if n < MAX_OCCURRENCES:
+            seen[o.warning] = n + 1
+            kept.append(o)
+    return kept
 
 
 class Statistics(msgspec.Struct, frozen=True):

@@ -2,10 +2,13 @@
 
 A sink that acts once, at :meth:`GithubAnnotations.on_end`: per scenario
 assertion across its runs (not per run) it prints an ``::error`` for one
-that failed in every run that judged it, a ``::warning`` for a flaky one
-(``flaky: 2/10 runs failed``) and, ranked after those, a ``::warning`` for
-one that could only error (an error of the harness, not of the agent); each
-at the assertion's file and line, with the reason from one failing run.
+that failed in any run that judged it (``flaky`` in its title when it passed
+in others: ``flaky: 2/10 runs failed``) and, ranked after those, one that
+errored in a run (an error of the harness, not of the agent: ``errored`` in
+its title); each at the assertion's file and line, with the reason from one
+failing run. Each of them fails the job (exit 1, or 2 for an errored one), so
+each is an error: a ``::warning`` would leave a failed job whose annotations
+show no error.
 GitHub shows at most ten annotations of a level per step and drops the rest
 silently, so at most :data:`MAX_PER_LEVEL` are printed per level, then one
 ``::notice`` says how many were left out.
@@ -63,6 +66,7 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+#: ``warning`` is for what does not fail the job: no assertion annotation is one.
 Level = Literal["error", "warning"]
 #: Ranked in this order: failed before errored, deterministic before flaky.
 Class = Literal["failed", "flaky", "errored"]
@@ -86,8 +90,15 @@ class Annotation:
     reason: str
 
     @property
-    def title(self) -> str:
+    def name(self) -> str:
+        """The assertion: its scenario, index and kind."""
         return f"{self.scenario} #{self.index} {self.kind}"
+
+    @property
+    def title(self) -> str:
+        """The annotation's title: the assertion, and whether it failed only sometimes
+        or could not be evaluated (the job's list of errors shows titles only)."""
+        return self.name if self.cls == "failed" else f"{self.name} ({self.cls})"
 
     @property
     def headline(self) -> str:
@@ -144,17 +155,16 @@ def _annotation(
 ) -> Annotation | None:
     if a.verdict in ("failed", "flaky"):
         cls: Class = "failed" if a.verdict == "failed" else "flaky"
-        level: Level = "error" if cls == "failed" else "warning"
         failed, judged = a.failed, a.judged
         cid, reason = reasons.get((scenario.scenario, a.index, "failed"), (None, ""))
     elif a.errored:  # could not be evaluated in some run (whatever the others did)
-        cls, level, failed, judged = "errored", "warning", a.errored, a.errored
+        cls, failed, judged = "errored", a.errored, a.errored
         cid, reason = reasons.get((scenario.scenario, a.index, "errored"), (None, ""))
     else:
         return None
     file = a.file if a.file is not None else scenario.file
     return Annotation(
-        level, cls, scenario.scenario, a.index, a.kind, file, a.line if file else None,
+        "error", cls, scenario.scenario, a.index, a.kind, file, a.line if file else None,
         failed, judged, cid, reason,
     )  # fmt: skip
 
@@ -289,7 +299,7 @@ def _summary_lines(report: Report) -> list[_Line]:
             where = f" in `{_md(a.conversation_id)}`" if a.conversation_id else ""
             lines.append(
                 (
-                    f"- `{_md(a.where)}` {_md(a.title)}: {_md(a.headline)}{where}{reason}",
+                    f"- `{_md(a.where)}` {_md(a.name)}: {_md(a.headline)}{where}{reason}",
                     "assertion",
                 )
             )

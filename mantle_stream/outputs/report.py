@@ -20,7 +20,7 @@ from mantle_stream.core.engine.partition import Judged
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
 from mantle_stream.core.scenario.model import Check, Scenario
-from mantle_stream.core.verdicts import ConversationResult, Verdict, VerdictRecord
+from mantle_stream.core.verdicts import ConversationResult, Occurrence, Verdict, VerdictRecord
 
 __all__ = [
     "EXIT_ERROR",
@@ -116,6 +116,9 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     # Conversations asked for by id that the source could not give (a Rasa server
     # that kept failing, or answered another's tracker), with why: not judged.
     unread: dict[str, str] = {}
+    # Where each gap, late, duplicate and foreign event counted above was: its
+    # conversation and sequence (the first MAX_OCCURRENCES of each warning).
+    occurrences: list[Occurrence] = []
 
 
 class ScenarioAssertion(msgspec.Struct, frozen=True):
@@ -371,6 +374,11 @@ def build_report(
         foreign_events=stats.foreign_events,
         unnamed_given_up=stats.unnamed_given_up,
         unread=dict(unread or {}),
+        # In a defined order, as the counts: what several workers listed reads the same.
+        occurrences=sorted(
+            judged.occurrences,
+            key=lambda o: (o.warning, o.conversation_id, -1 if o.sequence is None else o.sequence),
+        ),
     )
     return Report(
         conversations=conversations,
@@ -408,6 +416,32 @@ def _named(counts: dict[str, int]) -> str:
 
 #: Unmatched conversations listed one by one in a summary; the rest are counted.
 MAX_LISTED = 20
+#: Conversations named on a warning's line in a summary (the JSON report has them all).
+MAX_NAMED = 5
+
+
+def _where(w: Warnings, warning: str) -> str:
+    """Where a warning's events were, for its line: each conversation in backticks and
+    its sequences (a gap as ``36-37``), at most :data:`MAX_NAMED` conversations."""
+    by_conversation: dict[str, list[str]] = {}
+    for o in w.occurrences:
+        if o.warning != warning:
+            continue
+        if o.sequence is None:
+            at = "(no sequence)"
+        else:
+            at = str(o.sequence) if o.last is None else f"{o.sequence}-{o.last}"
+        by_conversation.setdefault(o.conversation_id, []).append(at)
+    if not by_conversation:
+        return ""  # (a report built before they were listed, or past MAX_OCCURRENCES)
+    named = []
+    for cid, sequences in list(by_conversation.items())[:MAX_NAMED]:
+        noun = "sequence" if len(sequences) == 1 and "-" not in sequences[0] else "sequences"
+        named.append(f"`{cid}` {noun} {', '.join(sequences)}")
+    more = len(by_conversation) - MAX_NAMED
+    if more > 0:
+        named.append(f"{_count(more, 'more conversation')} (--format json lists them)")
+    return "; ".join(named)
 
 
 def notes(report: Report) -> list[str]:
@@ -442,19 +476,31 @@ def notes(report: Report) -> list[str]:
             f"{_count(n, 'conversation')} name another scenario in their metadata "
             f"({_named(w.other_scenario)}) but were judged against the one loaded"
         )
-    for count, noun, rest in (
-        (w.bad_events, "bad event", "skipped"),
-        (w.duplicates, "duplicate event", "skipped"),
+    for count, warning, noun, rest in (
+        (w.bad_events, "bad_events", "bad event", "skipped"),
+        (w.duplicates, "duplicates", "duplicate event", "skipped"),
         (
             w.late_events,
+            "late_events",
             "late event",
             "ignored (after its conversation ended, or after its gap was given up on)",
         ),
-        (w.gaps, "gap", "in `sequence` given up on"),
-        (w.foreign_events, "event", "refused: its conversation belongs to another connection"),
+        (
+            w.gaps,
+            "gaps",
+            "gap",
+            "in `sequence` given up on (normal when the agent's sequences skip numbers)",
+        ),
+        (
+            w.foreign_events,
+            "foreign_events",
+            "event",
+            "refused: its conversation belongs to another connection",
+        ),
     ):
         if count:
-            lines.append(f"{_count(count, noun)} {rest}")
+            where = _where(w, warning)
+            lines.append(f"{_count(count, noun)} {rest}" + (f": {where}" if where else ""))
     if w.unnamed_given_up:
         lines.append(
             f"{_count(w.unnamed_given_up, 'conversation')} named no scenario within "
@@ -495,19 +541,27 @@ def notes(report: Report) -> list[str]:
 
 
 def strict_problems(report: Report) -> list[str]:
-    """What ``--strict`` fails a run for: anything judged other than as asked."""
+    """What ``--strict`` fails a run for: an event or a conversation that came and was
+    not judged (a conversation matching no scenario, a bad, late or foreign event, an
+    event of an unknown kind).
+
+    Not a gap given up on: Mantle's sequences may skip numbers (the example feed
+    has one, ``examples/eval/expected.md``), and every event that came was applied
+    in order; an event that fills it after all is late, and counted as such. Nor a
+    duplicate (applied once) or an older CALM row (nothing a check reads).
+    """
     w = report.warnings or Warnings()
     problems = []
     if report.unmatched:
         problems.append(_count(len(report.unmatched), "conversation") + " not judged")
-    for count, noun in (
-        (w.bad_events, "bad event"),
-        (w.late_events, "late event"),
-        (w.gaps, "sequence gap"),
-        (w.foreign_events, "foreign event"),
+    for count, warning, noun in (
+        (w.bad_events, "bad_events", "bad event"),
+        (w.late_events, "late_events", "late event"),
+        (w.foreign_events, "foreign_events", "foreign event"),
     ):
         if count:
-            problems.append(_count(count, noun))
+            where = _where(w, warning)
+            problems.append(_count(count, noun) + (f" ({where})" if where else ""))
     if w.unknown_kinds:
         problems.append(_count(sum(w.unknown_kinds.values()), "event") + " of unknown kinds")
     if w.unread:

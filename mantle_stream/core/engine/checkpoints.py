@@ -24,6 +24,7 @@ from mantle_stream.core.engine.conversation import (
 from mantle_stream.core.errors import UsageError
 from mantle_stream.core.verdicts import (
     Decision,
+    Occurrence,
 )
 
 __all__ = ["Checkpoint", "Checkpoints", "ConversationState"]
@@ -68,6 +69,8 @@ class Checkpoint(msgspec.Struct, frozen=True):
     decisions: int = 0
     passed: int = 0
     failed: int = 0
+    # Where the late, duplicate, gap (and foreign) events counted above were.
+    occurrences: list[Occurrence] = []
 
 
 _CHECKPOINT_VERSION = 2
@@ -91,6 +94,8 @@ class Checkpoints:
     _late: int
     _duplicates: int
     _gaps: int
+    _occurrences: list[Occurrence]
+    _noted: dict[str, int]
     _decisions: int
     _passed: int
     _failed: int
@@ -225,6 +230,7 @@ class Checkpoints:
                 decisions=self._decisions,
                 passed=self._passed,
                 failed=self._failed,
+                occurrences=list(self._occurrences),
             )
         )
 
@@ -274,6 +280,10 @@ class Checkpoints:
                 ) from None
         self._events, self._late = saved.events, saved.late_events
         self._duplicates, self._gaps = saved.duplicates, saved.gaps
+        self._occurrences = list(saved.occurrences)
+        self._noted = {}
+        for o in self._occurrences:
+            self._noted[o.warning] = self._noted.get(o.warning, 0) + 1
         # Bad lines are not checkpointed: they belong to no conversation, and
         # re-reading the feed meets (and counts) them again.
         self._decisions, self._passed, self._failed = saved.decisions, saved.passed, saved.failed

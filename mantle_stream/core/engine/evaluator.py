@@ -60,6 +60,7 @@ from mantle_stream.core.verdicts import (
     AssertionResult,
     ConversationResult,
     Decision,
+    Occurrence,
     Statistics,
     Verdict,
 )
@@ -188,6 +189,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._duplicates = 0  # delivered again: skipped
         self._gaps = 0  # missing sequences given up on
         self._held = 0  # events waiting in reorder windows now
+        self._occurrences: list[Occurrence] = []  # where the warnings' events were
+        self._noted: dict[str, int] = {}
         self._arrivals = 0  # tie-breaker keeping held events in arrival order
         self._releasing = False
         self._bad = 0  # bad events skipped (on_bad)
@@ -478,6 +481,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 if conv is None:
                     if event.conversation_id in self._tombstones:
                         self._late += 1  # long finished, and let go of
+                        self._note("late_events", event.conversation_id, event.sequence)
                         continue
                     conv = self._open(event)
                 if owner is not None and conv.owner is not owner:
@@ -485,6 +489,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                         conv.owner = owner  # its first connection, or one taking it over
                     else:
                         self._foreign += 1  # another client's conversation: refused
+                        self._note("foreign_events", conv.cid, event.sequence)
                         continue
                 plan = conv.plan
                 if plan is None or conv.finished:
@@ -891,6 +896,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             unknown_kinds=dict(self._decoder.unknown),
             legacy_rows=dict(self._decoder.legacy),
             other_scenarios=self.other_scenarios(),
+            occurrences=list(self._occurrences),
         )
 
     def omitted(self) -> dict[str, int]:

@@ -27,7 +27,9 @@ from mantle_stream.core.events.model import (
     Payload,
 )
 from mantle_stream.core.verdicts import (
+    MAX_OCCURRENCES,
     Decision,
+    Occurrence,
 )
 
 __all__ = ["Ordering"]
@@ -42,6 +44,8 @@ class Ordering:
     _late: int
     _gaps: int
     _held: int
+    _occurrences: list[Occurrence]
+    _noted: dict[str, int]  # occurrences kept, per warning
     _arrivals: int
     _releasing: bool
     _events: int
@@ -53,6 +57,14 @@ class Ordering:
     ) -> None:
         """Apply events (the evaluator's hot loop)."""
         raise NotImplementedError
+
+    def _note(self, warning: str, cid: str, seq: int | None, last: int | None = None) -> None:
+        """Remember where a warning's event was (the report names it), up to a bound per
+        warning: a hostile feed could send a million duplicates."""
+        n = self._noted.get(warning, 0)
+        if n < MAX_OCCURRENCES:
+            self._noted[warning] = n + 1
+            self._occurrences.append(Occurrence(warning, cid, seq, last))
 
     def _out_of_order(
         self,
@@ -79,6 +91,7 @@ class Ordering:
             conv.unsequenced += 1
             if event.event_id and self._seen_id(conv, event.event_id):
                 self._duplicates += 1
+                self._note("duplicates", conv.cid, None)
                 return 0
             if conv.held:
                 self._hold(conv, conv.max_seen, event, payload, out)
@@ -113,8 +126,10 @@ class Ordering:
             return 1
         if conv.gave_up and any(lo <= seq <= hi for lo, hi in conv.gave_up):
             self._late += 1  # its gap was given up on before it came
+            self._note("late_events", conv.cid, seq)
         else:
             self._duplicates += 1
+            self._note("duplicates", conv.cid, seq)
         return 0
 
     def _after_end(self, conv: Conversation, event: Event) -> int:
@@ -129,8 +144,10 @@ class Ordering:
             conv.unsequenced += 1
             if event.event_id and self._seen_id(conv, event.event_id):
                 self._duplicates += 1
+                self._note("duplicates", conv.cid, None)
             else:
                 self._late += 1
+                self._note("late_events", conv.cid, None)
             return 0
         if seq <= conv.last_seq:
             return self._behind(conv, seq)
@@ -138,6 +155,7 @@ class Ordering:
             self._replayed += 1  # counted late before the restart
             return 1
         self._late += 1
+        self._note("late_events", conv.cid, seq)
         if seq > conv.late_max:
             self._thaw(conv)
             conv.late_max = seq  # saved, so a resume counts it once
@@ -195,6 +213,7 @@ class Ordering:
                     heapq.heappop(held)
                     self._held -= 1
                     self._duplicates += 1
+                    self._note("duplicates", conv.cid, key)
                     continue
                 elif key != conv.last_seq + 1:
                     if force <= 0:
@@ -213,6 +232,7 @@ class Ordering:
 
     def _give_up(self, conv: Conversation, lo: int, hi: int) -> None:
         self._gaps += 1
+        self._note("gaps", conv.cid, lo, hi if hi != lo else None)
         gave_up = conv.gave_up
         if gave_up is None:
             gave_up = conv.gave_up = []
@@ -223,9 +243,11 @@ class Ordering:
     def _drop_held(self, conv: Conversation) -> None:
         """The conversation ended: events still held came after its end (or twice)."""
         if conv.held:
-            again = sum(
-                1 for key, _, e, _ in conv.held if e.sequence is not None and key <= conv.last_seq
-            )
+            again = 0
+            for key, _, e, _ in conv.held:
+                twice = e.sequence is not None and key <= conv.last_seq
+                again += twice
+                self._note("duplicates" if twice else "late_events", conv.cid, e.sequence)
             self._duplicates += again
             self._late += len(conv.held) - again
             self._held -= len(conv.held)

@@ -28,7 +28,7 @@ from typing import TypeVar
 import msgspec
 
 from mantle_stream.core.engine.conversation import UnmatchedConversation
-from mantle_stream.core.verdicts import ConversationResult, Statistics
+from mantle_stream.core.verdicts import ConversationResult, Occurrence, Statistics, bounded
 
 __all__ = ["Judged", "Partition", "conversation_of", "merge", "partition_of"]
 
@@ -148,6 +148,8 @@ class Judged(msgspec.Struct, frozen=True):
     legacy_rows: dict[str, int]
     other_scenarios: dict[str, int]
     first_seen: list[int] = []
+    # Where the gaps, late, duplicate and foreign events were (MAX_OCCURRENCES of each).
+    occurrences: list[Occurrence] = []
 
 
 def _add(counts: Iterable[dict[str, int]]) -> dict[str, int]:
@@ -181,4 +183,6 @@ def merge(parts: list[Judged]) -> Judged:
         legacy_rows=_add(p.legacy_rows for p in parts),
         other_scenarios=_add(p.other_scenarios for p in parts),
         first_seen=[i for i, _ in judged] + [i for i, _ in unmatched],
+        # Each worker judged other conversations: in the order of the workers, bounded.
+        occurrences=bounded(o for p in parts for o in p.occurrences),
     )

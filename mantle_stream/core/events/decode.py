@@ -104,6 +104,8 @@ class EventDecoder:
         try:
             event: Event = self._decoder.decode(line)
         except msgspec.ValidationError as exc:
+            if line.lstrip()[:1] == b"[":
+                raise self._array(line, line_no) from None
             raise self._error(str(exc), line_no, line) from None
         except msgspec.DecodeError as exc:
             raise self._error(malformed(exc), line_no, line) from None
@@ -221,6 +223,21 @@ class EventDecoder:
         if kind not in counter and len(counter) >= MAX_UNKNOWN_KINDS:
             kind = "(others)"
         counter[kind] = counter.get(kind, 0) + 1
+
+    def _array(self, line: bytes, line_no: int | None) -> EventError:
+        """A JSON array where an event was expected: most likely a tracker's ``events``
+        (``jq .events``), whose flat rows carry no conversation id of their own.
+        Skipping it would judge nothing, so the hint says how to give it instead."""
+        return EventError(
+            "a JSON array, not an event: a source holds one event (a JSON object) a "
+            'line, or one tracker document (`{"sender_id": ..., "events": [...]}`)',
+            source=self.source,
+            line=line_no,
+            excerpt=excerpt(line),
+            hint="give the whole tracker document rather than its `events` (what "
+            "`jq .events` prints), or write one event a line with its conversation id: "
+            "jq -c '.sender_id as $id | .events[] | .sender_id //= $id' TRACKER.json",
+        )
 
     def _error(self, message: str, line_no: int | None, line: bytes) -> EventError:
         return EventError(message, source=self.source, line=line_no, excerpt=excerpt(line))

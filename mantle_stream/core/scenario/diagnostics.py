@@ -20,7 +20,12 @@ from collections.abc import Iterable
 
 import msgspec
 
-__all__ = ["Diagnostic", "did_you_mean"]
+__all__ = ["WHOLE_FILE", "Diagnostic", "did_you_mean"]
+
+#: The ``line`` (and ``col``) of a problem with the file as a whole: it cannot be read,
+#: or is a directory without scenarios. Rendered ``path: error: message``, with no
+#: position a user would look for in a file that may not exist.
+WHOLE_FILE = 0
 
 
 class Diagnostic(msgspec.Struct, frozen=True):
@@ -36,7 +41,8 @@ class Diagnostic(msgspec.Struct, frozen=True):
 
     def render(self) -> str:
         message = _escaped(self.message)
-        out = [f"{self.path}:{self.line}:{self.col}: {self.severity}: {message}"]
+        where = self.path if self.line == WHOLE_FILE else f"{self.path}:{self.line}:{self.col}"
+        out = [f"{where}: {self.severity}: {message}"]
         if self.source_line:
             out.append(f"    {_shown(self.source_line)}")
             # Keep tabs so the caret lines up under tab-indented text.

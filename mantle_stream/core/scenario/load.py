@@ -19,7 +19,7 @@ from mantle_stream.core.assertions.base import Checker
 from mantle_stream.core.assertions.registry import KINDS
 from mantle_stream.core.errors import ScenarioError
 from mantle_stream.core.scenario import checker as _checker
-from mantle_stream.core.scenario.diagnostics import Diagnostic
+from mantle_stream.core.scenario.diagnostics import WHOLE_FILE, Diagnostic
 from mantle_stream.core.scenario.model import Check, Scenario
 from mantle_stream.core.scenario.source import YamlProblem, YNode, compose, describe, to_plain
 
@@ -199,7 +199,9 @@ def load_scenario_file(path: str | os.PathLike[str]) -> Scenario:
     except UnicodeDecodeError as exc:
         raise ScenarioError([Diagnostic(name, 1, 1, f"not UTF-8 text: {exc.reason}")]) from None
     except OSError as exc:
-        raise ScenarioError([Diagnostic(name, 1, 1, f"cannot read: {exc.strerror}")]) from None
+        raise ScenarioError(
+            [Diagnostic(name, WHOLE_FILE, WHOLE_FILE, f"cannot read: {exc.strerror}")]
+        ) from None
     return load_scenario_text(text, name)
 
 
@@ -219,7 +221,14 @@ def scenario_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
             )
             if not found:
                 raise ScenarioError(
-                    [Diagnostic(name, 1, 1, "no *.yml or *.yaml files in this directory")]
+                    [
+                        Diagnostic(
+                            name,
+                            WHOLE_FILE,
+                            WHOLE_FILE,
+                            "no *.yml or *.yaml files in this directory",
+                        )
+                    ]
                 )
             yield from found
         else:
