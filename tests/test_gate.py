@@ -36,6 +36,7 @@ from mantle_stream.gate.serve import Gate
 from mantle_stream.gate.standin import (
     SimulatedRun,
     StandInAgent,
+    read_body,
     recordings,
     runs_of,
     serving,
@@ -103,6 +104,16 @@ async def _gate(
         gate.stop()
 
 
+async def _play(
+    agent: Any, scenarios: list[Scenario], runs: list[SimulatedRun], **options: Any
+) -> GateJudge:
+    """Play ``runs`` through a gate in front of ``agent`` (an ASGI app); the judge."""
+    concurrency = options.pop("concurrency", 8)
+    async with serving(agent) as upstream, _gate(upstream, scenarios, **options) as (gate, judge):
+        await simulate(gate.address, runs, concurrency=concurrency)
+    return judge
+
+
 def _final_verdicts(runs: list[SimulatedRun], scenarios: list[Scenario]) -> dict[str, list[str]]:
     """What check gives on the trackers the simulator read at the end, per run."""
     of = {cid: run.scenario for cid, run in load_results(RESULTS).items()}
@@ -129,8 +140,7 @@ async def test_a_failing_run_gets_an_empty_reply_and_ends_and_the_verdicts_equal
     scenarios = _scenarios()
     runs = _runs(recorded, scenarios)
     agent = StandInAgent(recorded)
-    async with serving(agent) as upstream, _gate(upstream, scenarios) as (gate, judge):
-        await simulate(gate.address, runs)
+    judge = await _play(agent, scenarios, runs)
     report = judge.report()
     stopped = {r.conversation_id for r in runs if r.stopped}
     assert stopped and report.stopped == len(stopped) == len(judge.stopped_early)
@@ -180,11 +190,7 @@ async def test_with_stop_never_every_run_plays_to_its_end() -> None:
     recorded = _recorded()
     scenarios = _scenarios()
     runs = _runs(recorded, scenarios)
-    async with (
-        serving(StandInAgent(recorded)) as upstream,
-        _gate(upstream, scenarios, stop="never") as (gate, judge),
-    ):
-        await simulate(gate.address, runs)
+    judge = await _play(StandInAgent(recorded), scenarios, runs, stop="never")
     assert not any(r.stopped for r in runs)
     assert judge.report().stopped == 0
     assert all(a.verdict != "skipped" for r in judge.main.results() for a in r.assertions)
@@ -227,12 +233,7 @@ class _Echo:
         self.seen: list[dict[str, Any]] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         self.seen.append(
             {
                 "method": scope["method"],
@@ -397,8 +398,7 @@ async def test_a_tracker_that_cannot_be_read_leaves_the_run_forwarded_unchanged(
             return
         await agent(scope, receive, send)
 
-    async with serving(no_tracker) as upstream, _gate(upstream, scenarios) as (gate, judge):
-        await simulate(gate.address, runs)
+    judge = await _play(no_tracker, scenarios, runs)
     assert not any(r.stopped for r in runs)  # nothing judged: nothing stopped
     assert all(r.turns == len(r.messages) for r in runs)
     problems = judge.report().problems
@@ -412,14 +412,7 @@ async def test_runs_of_several_scenarios_are_told_apart_by_their_initial_slots()
     recorded = _recorded()
     scenarios = _scenarios()
     runs = _runs(recorded, scenarios)
-    async with (
-        serving(StandInAgent(recorded)) as upstream,
-        _gate(upstream, scenarios) as (
-            gate,
-            judge,
-        ),
-    ):
-        await simulate(gate.address, runs)
+    judge = await _play(StandInAgent(recorded), scenarios, runs)
     of = {cid: run.scenario for cid, run in load_results(RESULTS).items()}
     stems = {s.name: s.stem for s in scenarios}
     assert {r.conversation_id: stems[r.scenario or ""] for r in judge.main.results()} == of
@@ -435,11 +428,7 @@ async def test_a_run_left_ambiguous_is_reported_with_each_candidates_verdict() -
         msgspec.structs.replace(card, initial_slots={}),
         msgspec.structs.replace(card, name="A copy", path="<copy>", initial_slots={}),
     ]
-    async with (
-        serving(StandInAgent(recorded)) as upstream,
-        _gate(upstream, twins) as (gate, judge),
-    ):
-        await simulate(gate.address, runs)
+    judge = await _play(StandInAgent(recorded), twins, runs)
     report = judge.report()
     assert {a.conversation_id for a in report.ambiguous} == {r.conversation_id for r in runs}
     for entry in report.ambiguous:
@@ -503,11 +492,7 @@ async def test_fifty_concurrent_runs_are_judged_and_stopped_alike() -> None:
         cid = f"{run.conversation_id}-{i}"
         copies[cid] = recorded[run.conversation_id]
         runs.append(SimulatedRun(cid, list(run.messages), dict(run.initial_slots)))
-    async with (
-        serving(StandInAgent(copies)) as upstream,
-        _gate(upstream, scenarios) as (gate, judge),
-    ):
-        await simulate(gate.address, runs, concurrency=50)
+    judge = await _play(StandInAgent(copies), scenarios, runs, concurrency=50)
     report = judge.report()
     assert report.runs == 50 and not report.problems and not report.ambiguous
     stopped_base = {r.conversation_id for r in base if r.stopped} or None

@@ -169,12 +169,12 @@ class GateJudge:
         lines = data.split(b"\n")[:-1] if data else []
         new = lines[run.applied :]
         run.applied = len(lines)
-        if new:
-            run.lines += new
-            if run.started or final:
+        run.lines += new
+        if run.started:
+            if new:
                 self._apply(run, new)
-        if final and not run.started:
-            self._choose(run)  # a run that never got to its first turn
+        elif final:
+            self._choose(run)  # a run that never got to its first turn: all it has
         if final:
             self._end(run)
 
@@ -238,8 +238,6 @@ class GateJudge:
             if not run.ended:
                 if not run.started:
                     self._choose(run)
-                    if run.lines:
-                        self._apply(run, run.lines)
                 self._end(run)
         self._emit(self.main.finish_all())
 
@@ -308,6 +306,8 @@ class GateJudge:
             self._settle_on(run, found[0].name)
         elif self.reads_tracker:
             run.candidates = [s.name for s in found]
+            if run.lines:  # its opening, read before its setup was complete
+                self._apply(run, run.lines)
         # (With --events, a run of several candidates waits in the main evaluator for
         # the results folder, or its events' metadata, to name its scenario.)
 

@@ -40,6 +40,7 @@ __all__ = [
     "SimulatedRun",
     "StandInAgent",
     "flat_row",
+    "read_body",
     "recordings",
     "runs_of",
     "serving",
@@ -91,6 +92,16 @@ def _turns(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return turns
 
 
+async def read_body(receive: Any) -> bytes:
+    """An ASGI request's whole body."""
+    body = b""
+    while True:
+        message = await receive()
+        body += bytes(message.get("body", b""))
+        if not message.get("more_body"):
+            return body
+
+
 @dataclass
 class _Played:
     turns: list[list[dict[str, Any]]]
@@ -128,12 +139,7 @@ class StandInAgent:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         path, method = scope["path"], scope["method"]
         if path == "/webhooks/rest/webhook" and method == "POST":
             await self._webhook(json.loads(body), b"stream=true" in scope["query_string"], send)
