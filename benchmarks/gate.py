@@ -122,7 +122,8 @@ async def _through(runs: list[SimulatedRun], recorded: Any, *, gate: bool, think
 
 async def main(args: argparse.Namespace) -> None:
     recorded = _recorded()
-    print(f"# gate benchmark: {machine()}")
+    print("# gate: time to first text through the gate, against straight to the agent")
+    print(f"machine: {machine()}")
     rows = []
     for think in (args.think, 0.0):
         direct, _ = await _through(_runs(recorded, args.rounds), recorded, gate=False,

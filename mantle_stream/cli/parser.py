@@ -72,7 +72,7 @@ class _Parser(argparse.ArgumentParser):
         ]
         if owners:
             message = (
-                f"`{option}` is an option of {', '.join(f'`{o}`' for o in owners)}, "
+                f"`{option}` is an option of {_either(owners)}, "
                 f"not of `{command}`"
             )
             why = _WHY_NOT_HERE.get(option)
@@ -86,6 +86,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(
             2, f"{self.prog}: error: {message}\n{self.usage_line()}\nsee: {self.prog} --help\n"
         )
+
+
+def _either(names: list[str]) -> str:
+    """`a`, `a` and `b`, `a`, `b` and `c`."""
+    quoted = [f"`{n}`" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
 
 
 def _seconds(text: str) -> float | None:
