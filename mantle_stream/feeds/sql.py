@@ -327,8 +327,10 @@ class SqlFeed(QueuedFeed):
                 sqlite = db = _Sqlite(path)
             except sqlite3.Error as exc:
                 raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
-            if sqlite.notice is not None and self._options.on_notice is not None:
-                self._options.on_notice(sqlite.notice)
+            partition, say = self._options.partition, self._options.on_notice
+            # (Said once, not by every worker.)
+            if sqlite.notice and say and (partition is None or partition.index == 0):
+                say(sqlite.notice)
         else:
             try:
                 import psycopg
