@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -25,6 +28,8 @@ from mantle_stream.feeds import SqlOptions, open_feed
 from mantle_stream.feeds.sql import parse_since, redact
 
 from _stores import (
+    RESULTS,
+    ROOT,
     SCENARIOS,
     TRACKER_STORE,
     example_lines,
@@ -362,3 +367,47 @@ def test_rows_without_integer_ids_are_numbered_by_their_place(
     assert status == 2
     # The fourth row in id order: a text id is no line number.
     assert f"sqlite:///{db} (table events, row in id order):4: bad event" in err
+
+
+def _read_only_mount_works() -> bool:
+    """Whether a private read-only bind mount can be made here (a user namespace)."""
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "mount --bind /tmp /tmp && mount -o remount,ro,bind /tmp"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="no read-only bind mount here")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_wal_database_on_a_read_only_mount_is_read_as_immutable(
+    tmp_path: Path, workers: str
+) -> None:
+    # `mode=ro` must create the -shm file beside a WAL database, which a
+    # read-only file system refuses: "unable to open database file".
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = make_db(folder / "rasa.db", example_lines())
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()
+    check = [sys.executable, "-m", "mantle_stream", "check", str(SCENARIOS), "--events"]
+    check += [f"sqlite:///{db}", "--results", str(RESULTS), "--format", "json"]
+    check += ["--workers", workers]
+    mount = f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder}"
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f'{mount} && exec "$@"', "sh", *check],
+        capture_output=True, text=True, timeout=120, check=False, cwd=str(ROOT),
+    )  # fmt: skip
+    writable = subprocess.run(check, capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    assert proc.returncode == writable.returncode == 1, proc.stderr  # judged: some fail
+    assert json.loads(proc.stdout) == json.loads(writable.stdout)  # read whole, the same
+    warning = (
+        f"mantle-stream: warning: `{db}` is a WAL database that cannot be opened read-only "
+        "here (a read-only file system?): read as immutable"
+    )
+    assert proc.stderr.startswith(warning) and proc.stderr.count(warning) == 1, proc.stderr

@@ -76,6 +76,11 @@ def _say_missing(conversation_id: str, reason: str) -> None:
     print(message.translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
 
 
+def _say_notice(message: str) -> None:
+    print(f"mantle-stream: warning: {message}".translate(CONTROL_ESCAPES), file=sys.stderr,
+          flush=True)  # fmt: skip
+
+
 def feed_for(
     args: argparse.Namespace,
     recorded: Mapping[str, RecordedRun],
@@ -98,6 +103,7 @@ def feed_for(
                 on_missing=_say_missing,
             ),
             sql=SqlOptions(
+                on_notice=_say_notice,
                 conversations=tuple(args.conversation or ()),
                 since=None if args.since is None else parse_since(args.since),
             ),

@@ -34,7 +34,7 @@ import math
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -85,6 +85,9 @@ class SqlOptions:
     #: One worker's share (``check --workers``): rows of other conversations are
     #: read but not decoded.
     partition: Partition | None = None
+    #: Told what the user should know about how the database is read (a WAL
+    #: database on a read-only file system, read as immutable).
+    on_notice: Callable[[str], object] | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -142,8 +145,24 @@ class _Sqlite:
 
     def __init__(self, path: str) -> None:
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        #: Said to the user when the database could only be opened as immutable.
+        self.notice: str | None = None
         # Used from anyio's worker threads, one call at a time.
         self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        try:
+            self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            if not _in_wal_mode(path):
+                raise
+            # `mode=ro` must create the -shm file beside a WAL database, which a
+            # read-only file system refuses. Immutable, it is read as it is.
+            self._conn.close()
+            self._conn = sqlite3.connect(uri + "&immutable=1", uri=True, check_same_thread=False)
+            self.notice = (
+                f"`{path}` is a WAL database that cannot be opened read-only here (a "
+                "read-only file system?): read as immutable, so rows written to it "
+                "while it is read are not seen"
+            )
 
     def columns(self) -> set[str]:
         return {row[1] for row in self._conn.execute(f"PRAGMA table_info({TABLE})")}
@@ -153,6 +172,17 @@ class _Sqlite:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _in_wal_mode(path: str) -> bool:
+    """Whether the SQLite file at ``path`` says it is in WAL mode (its header's
+    format versions, bytes 18 and 19, are 2)."""
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 
 
 class _Postgres:
@@ -294,9 +324,13 @@ class SqlFeed(QueuedFeed):
                 problem = "Is a directory" if os.path.isdir(path) else "No such file"
                 raise FeedError(f"cannot read events from `{shown}`: {problem}: `{path}`")
             try:
-                db = _Sqlite(path)
+                sqlite = db = _Sqlite(path)
             except sqlite3.Error as exc:
                 raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
+            partition, say = self._options.partition, self._options.on_notice
+            # (Said once, not by every worker.)
+            if sqlite.notice and say and (partition is None or partition.index == 0):
+                say(sqlite.notice)
         else:
             try:
                 import psycopg
