@@ -31,13 +31,20 @@ CARD_OK, CARD_EXPRESS, CARD_SPLIT = (
 )
 
 
-def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, stdin: bytes | None = None, terminal: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``mantle-stream ARGS``; ``terminal``: its standard output taken for an 80-column
+    terminal (rich's ``TTY_COMPATIBLE``), so ``check`` draws its table, not lines."""
+    terminal_env = {"TTY_COMPATIBLE": "1", "COLUMNS": "80", "TERM": "dumb"}  # no styles
+    env = {**os.environ, **terminal_env} if terminal else None
     return subprocess.run(
         [sys.executable, "-m", "mantle_stream", *args],
         input=None if stdin is None else stdin.decode(),
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env=env,
         timeout=60,
         check=False,
     )
@@ -136,7 +143,10 @@ def test_results_report_where_evaluate_agents_recorded_verdict_differs() -> None
 
 
 def test_results_table_names_each_difference() -> None:
-    proc = run("check", str(SCENARIOS), "--events", str(TRACKER), "--results", str(RESULTS))
+    proc = run(
+        "check", str(SCENARIOS), "--events", str(TRACKER), "--results", str(RESULTS),
+        terminal=True,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "#3 bot_uttered: passed here, failed in evaluate_agent's" in proc.stdout
     text = " ".join(proc.stdout.split())
@@ -206,7 +216,7 @@ def test_check_reads_standard_input() -> None:
 
 
 def test_table_format_shows_every_conversation_and_a_summary() -> None:
-    proc = run("check", str(CARD), "--events", str(CARD_EVENTS))
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), terminal=True)
     assert proc.returncode == 1
     for cid in (CARD_OK, CARD_EXPRESS, CARD_SPLIT):
         assert cid in proc.stdout
@@ -580,7 +590,7 @@ def test_junit_honours_the_umask_like_any_file(tmp_path: Path) -> None:
 
 
 def test_check_ends_with_a_digest_of_every_failure_and_where_it_is_written() -> None:
-    proc = run("check", str(CARD), "--events", str(CARD_EVENTS))
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), terminal=True)
     out = " ".join(proc.stdout.split())
     assert "4 failed assertions:" in out
     assert (
@@ -597,7 +607,7 @@ def test_a_big_replay_shows_a_row_per_scenario_and_the_digest(tmp_path: Path) ->
     feed.write_text(
         "".join(line.replace('"sim-', f'"copy{n}-sim-') for n in range(20) for line in lines)
     )
-    proc = run("check", str(CARD), "--events", str(feed))
+    proc = run("check", str(CARD), "--events", str(feed), terminal=True)
     assert proc.returncode == 1
     out = " ".join(proc.stdout.split())
     assert "by scenario" in out and CARD_EXPRESS not in out.split("failed assertions:")[0]
@@ -635,7 +645,7 @@ def test_bad_several_sources_are_usage_errors(events: list[str], message: str) -
 
 
 def test_a_fail_fast_table_marks_pending_verdicts_and_says_the_run_is_incomplete() -> None:
-    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--fail-fast")
+    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--fail-fast", terminal=True)
     assert proc.returncode == 1
     rows = [line for line in proc.stdout.splitlines() if "pending" in line and "│" in line]
     assert rows and all(" — " in row for row in rows)  # no deciding event to name

@@ -34,6 +34,8 @@ TRACKER = next(Path(__file__).parent.parent.glob("examples/eval/trackers/*.json"
         ("missing_scenario", ["check", "--events", EVENTS]),
         ("watch_workers", ["watch", SCENARIOS, "--events", EVENTS, "--workers", "2"]),
         ("option_of_another_command", ["validate", SCENARIOS, "--format", "json"]),
+        # Unknown before missing: `--upstream` is missing because it was misspelled.
+        ("misspelled_required_flag", ["gate", SCENARIOS, "--upstrem", "http://127.0.0.1:1"]),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )

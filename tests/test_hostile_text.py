@@ -117,7 +117,22 @@ def test_check_and_watch_print_hostile_text_without_a_traceback(tmp_path: Path) 
         proc = run(command, str(scen), "--events", "-", stdin=feed())
         assert proc.returncode == 1, proc.stderr
         assert b"Traceback" not in proc.stderr and b"\x1b" not in proc.stdout
-        assert REGEX.encode() in proc.stdout
+        # Markup as text, control characters escaped: in watch's line per verdict and
+        # in check's line per failure (the passed one, with REGEX, is watch's only).
+        assert b"c-\\x1b[31mred\\x1b[0m-[bold]x[/]" in proc.stdout
+        assert b"skill `[bold red]x[/]` was never activated" in proc.stdout
+        if command == "watch":
+            assert REGEX.encode() in proc.stdout
+
+
+def test_check_into_a_file_shows_markup_as_text_and_escapes_control_characters() -> None:
+    from mantle_stream.outputs.table import report_lines
+
+    text = "\n".join(report_lines(ms.build_report(judged())))
+    assert "\x1b" not in text
+    assert (
+        "in c-\\x1b[31mred\\x1b[0m-[bold]x[/]: skill `[bold red]x[/]` was never activated" in text
+    )
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def test_every_output_gives_the_same_per_scenario_figures() -> None:
     ):
         assert row in summary
     commands = workflow_commands(judged)
-    assert [c.split("::")[1].split(" ", 1)[0] for c in commands] == ["error", "warning", "warning"]
+    assert [c.split("::")[1].split(" ", 1)[0] for c in commands] == ["error", "error", "error"]
     assert "failed in 3/3 runs" in commands[0] and "flaky: 1/3 runs failed" in commands[1]
     assert "errored #1 bot_uttered" in commands[2] and "ran out of its" in commands[2]
     page = render_html(judged)

@@ -79,7 +79,7 @@ from mantle_stream.outputs.report import (
 )
 from mantle_stream.outputs.sink import Sinks
 from mantle_stream.outputs.state import lock_state, read_checkpoint
-from mantle_stream.outputs.table import ReportTable, failure_lines, literal
+from mantle_stream.outputs.table import failure_lines, literal, print_report
 from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "run"]
@@ -448,8 +448,8 @@ def _finish(
         for line in notes(report):  # standard output holds the report alone
             print(f"mantle-stream: warning: {line}", file=sys.stderr)
     elif fmt == "table":
-        # The digest and the notes included.
-        Console(highlight=False).print(ReportTable(report, session.evaluator.scenarios))
+        # The digest and the notes included: a table on a terminal, else lines.
+        print_report(report, session.evaluator.scenarios)
     else:
         console = _closing_console()
         digest = failure_lines(report, session.evaluator.scenarios)

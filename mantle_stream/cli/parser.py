@@ -46,8 +46,28 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        self.siblings: dict[str, argparse.ArgumentParser] = {}  # every command, by name
+        self._given: list[str] = []  # the arguments this parser was last asked to read
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(args) if args is not None else []
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        # argparse says what is missing before what it does not know: a misspelled
+        # `--upstrem` would read as "--upstream is required". The misspelling first.
+        unknown = [
+            a
+            for a in self._given
+            if a.startswith("-")
+            and a != "-"
+            and not a.lstrip("-")[:1].isdigit()
+            and a.split("=", 1)[0] not in self._option_string_actions
+        ]
+        if unknown and message.startswith("the following arguments are required"):
+            self.refuse(unknown, self.siblings)
         self.exit(2, f"{self.prog}: error: {message}\nsee: {self.prog} --help\n")
 
     def usage_line(self) -> str:
@@ -71,10 +91,9 @@ class _Parser(argparse.ArgumentParser):
             if parser is not self and option in parser._option_string_actions
         ]
         if owners:
-            message = (
-                f"`{option}` is an option of {_either(owners)}, "
-                f"not of `{command}`"
-            )
+            named = [f"`{o}`" for o in owners]
+            them = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+            message = f"`{option}` is an option of {them}, not of `{command}`"
             why = _WHY_NOT_HERE.get(option)
             if why:
                 message += f": {why.format(command=command)}"
@@ -86,12 +105,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(
             2, f"{self.prog}: error: {message}\n{self.usage_line()}\nsee: {self.prog} --help\n"
         )
-
-
-def _either(names: list[str]) -> str:
-    """`a`, `a` and `b`, `a`, `b` and `c`."""
-    quoted = [f"`{n}`" for n in names]
-    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
 
 
 def _seconds(text: str) -> float | None:
@@ -647,11 +660,14 @@ def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPar
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    commands = _commands(parser)
+    for each in commands.values():
+        assert isinstance(each, _Parser)
+        each.siblings = commands
     # Known arguments first, so that an unknown one is refused by its own command (with
     # that command's options to suggest from), not by the top level with its usage.
     args, extras = parser.parse_known_args(argv)
     if extras:
-        commands = _commands(parser)
         command = commands.get(getattr(args, "command", None) or "", parser)
         assert isinstance(command, _Parser)
         command.refuse(extras, commands)

@@ -1,12 +1,20 @@
 """The end-of-run table: a rich rendering of a report (``--format table``).
 
-An edge module. Renders through ``__rich_console__`` so tests can print it
-into a fixed-width, colourless console and compare text.
+An edge module. On a terminal, a table per conversation (:class:`ReportTable`,
+rendered through ``__rich_console__`` so tests can print it into a fixed-width,
+colourless console and compare text). Without one (a CI log, a file), a table
+wrapped at some guessed width reads badly, so :func:`report_lines` gives the same
+findings as lines that read at any width: one per failed, errored, differing or
+flaky verdict, each starting with the ``file:line`` of its assertion as a
+compiler's would, then the totals. :func:`print_report` picks one.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable
+from typing import TextIO
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
@@ -14,9 +22,26 @@ from rich.text import Text
 
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.outputs.report import Report, notes, why_it_differs
+from mantle_stream.core.verdicts import VerdictRecord
+from mantle_stream.outputs.report import (
+    Report,
+    ReportConversation,
+    notes,
+    why_it_differs,
+)
 
-__all__ = ["MARKS", "MAX_DETAILED", "ReportTable", "failure_lines", "literal", "verdict_text"]
+__all__ = [
+    "MARKS",
+    "MAX_DETAILED",
+    "MAX_LINES",
+    "ReportTable",
+    "failure_lines",
+    "literal",
+    "print_report",
+    "report_lines",
+    "summary_text",
+    "verdict_text",
+]
 
 MARKS = {
     "passed": ("✔ passed", "green"),
@@ -43,31 +68,36 @@ def verdict_text(verdict: str) -> Text:
 MAX_DETAILED = 50
 #: Failures listed in the digest; the rest are counted (the JSON report has all).
 MAX_DIGEST = 50
+#: Failed and errored verdicts listed one a line without a terminal; the rest counted.
+MAX_LINES = 1000
+#: Differing verdicts named on the summary line; the rest counted.
+MAX_NAMED_DIFFERENCES = 5
+
+
+def _source(conv: ReportConversation, a: VerdictRecord, where: dict[str, Scenario]) -> str | None:
+    """``file:line`` of the assertion behind a verdict, when the scenario is a file."""
+    if a.file and a.line:
+        return f"{a.file}:{a.line}"
+    scenario = where.get(conv.scenario or "")
+    if scenario is not None and a.index < len(scenario.lines):
+        return f"{scenario.path}:{scenario.lines[a.index]}"
+    return None
 
 
 def failure_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[Text]:
     """The failure digest: each failed or errored assertion with its whole reason, its
     deciding event and the assertion's ``file:line`` (when the scenario is known)."""
     where = {s.name: s for s in scenarios}
-    failed = [
-        (conv, a)
-        for conv in report.conversations
-        for a in conv.assertions
-        if a.verdict in ("failed", "errored")
-    ]
+    failed = _failed(report)
     if not failed:
         return []
     lines = [
         Text(f"{len(failed)} failed assertion{'' if len(failed) == 1 else 's'}:", style="bold red")
     ]
     for conv, a in failed[:MAX_DIGEST]:
-        scenario = where.get(conv.scenario or "")
         at = "at the end" if a.decided_at is None else f"at sequence {a.decided_at}"
-        source = ""
-        if a.file and a.line:
-            source = f"{a.file}:{a.line}  "
-        elif scenario is not None and a.index < len(scenario.lines):
-            source = f"{scenario.path}:{scenario.lines[a.index]}  "
+        found = _source(conv, a, where)
+        source = f"{found}  " if found else ""
         lines.append(
             Text.assemble(
                 "  ",
@@ -92,6 +122,117 @@ def failure_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[Te
     return lines
 
 
+def _failed(report: Report) -> list[tuple[ReportConversation, VerdictRecord]]:
+    return [
+        (conv, a)
+        for conv in report.conversations
+        for a in conv.assertions
+        if a.verdict in ("failed", "errored")
+    ]
+
+
+def summary_text(report: Report) -> Text:
+    """The totals line; differing verdicts named by assertion and results file."""
+    s = report.summary
+    differ = ""
+    if s.recorded_differences:
+        named = [
+            f"#{d.index} {d.kind} in {conv.recorded.file}"
+            for conv in report.conversations
+            if conv.recorded is not None
+            for d in conv.recorded.differences
+        ]
+        more = len(named) - MAX_NAMED_DIFFERENCES
+        listed = ", ".join(named[:MAX_NAMED_DIFFERENCES]) + (f", +{more} more" if more > 0 else "")
+        differ = f"; {s.recorded_differences} differ from evaluate_agent's recorded verdicts"
+        if named:  # (none listed when the conversations were let go of: --keep-finished)
+            differ += f" ({listed})"
+    return Text.assemble(
+        f"{s.conversations} conversation{'' if s.conversations == 1 else 's'}: ",
+        (f"{s.passed} passed", "green"),
+        ", ",
+        (f"{s.failed} failed", "bold red" if s.failed else ""),
+        f"; {s.assertions} assertions",
+        f", {s.skipped} skipped (stopped early)" if s.skipped else "",
+        (differ.translate(CONTROL_ESCAPES), "yellow"),
+    )
+
+
+def report_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[str]:
+    """The report without a terminal: one line per failed or errored verdict, then per
+    verdict that differs from evaluate_agent's and per flaky assertion, each led by
+    its assertion's ``file:line``; then a line per scenario run several times, the
+    totals and the notes. No line is wrapped: a CI log or an editor shows it whole."""
+    where = {s.name: s for s in scenarios}
+    lines: list[str] = []
+    failed = _failed(report)
+    for conv, a in failed[:MAX_LINES]:
+        at = "at the end" if a.decided_at is None else f"at sequence {a.decided_at}"
+        source = _source(conv, a, where) or conv.scenario or "(no scenario)"
+        lines.append(
+            f"{source}: {a.verdict}: #{a.index} {a.kind} {at} in {conv.conversation_id}: {a.reason}"
+        )
+    if len(failed) > MAX_LINES:
+        lines.append(
+            f"+{len(failed) - MAX_LINES} more failed assertions (every one is in "
+            "--format json and --jsonl)"
+        )
+    for conv in report.conversations:
+        if conv.recorded is None:
+            continue
+        for d in conv.recorded.differences:
+            found = conv.assertions[d.index] if d.index < len(conv.assertions) else None
+            source = (_source(conv, found, where) if found else None) or conv.recorded.file
+            lines.append(
+                f"{source}: differs: #{d.index} {d.kind} in {conv.conversation_id}: "
+                f"{d.verdict} here, {d.recorded} in evaluate_agent's {conv.recorded.file}: "
+                f"{why_it_differs(d)}"
+            )
+    for s in report.scenarios:
+        for sa in s.assertions:
+            if sa.verdict == "flaky":
+                source = f"{sa.file}:{sa.line}" if sa.file and sa.line else s.scenario
+                lines.append(
+                    f"{source}: flaky: #{sa.index} {sa.kind} of `{s.scenario}`: "
+                    f"{sa.failed}/{sa.judged} runs failed"
+                )
+    for s in report.scenarios:
+        if s.runs > 1:
+            rate = "-" if s.pass_rate is None else f"{s.pass_rate:.0%}"
+            lines.append(
+                f"scenario `{s.scenario}`: {s.runs} runs, {s.passed} passed, {s.failed} "
+                f"failed, {s.errored} errored; pass rate {rate}, pass^k "
+                f"{_yes_no(s.pass_hat_k).plain}, pass@k {_yes_no(s.pass_at_k).plain}"
+            )
+    lines.append(summary_text(report).plain)
+    lines.extend(notes(report))
+    return [line.translate(CONTROL_ESCAPES) for line in lines]
+
+
+def on_terminal(file: TextIO | None = None) -> bool:
+    """Whether the report is for a terminal: ``file`` (standard output) is one, or rich
+    is told so (``TTY_COMPATIBLE=1``; ``0`` says it is not). Not ``FORCE_COLOR``, which
+    CI sets for colours in logs that have no width to wrap a table to."""
+    told = os.environ.get("TTY_COMPATIBLE", "")
+    if told in ("0", "1"):
+        return told == "1"
+    stream = sys.stdout if file is None else file
+    try:
+        return stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+def print_report(report: Report, scenarios: Iterable[Scenario] = ()) -> None:
+    """The end-of-run report on standard output: the table on a terminal, else lines."""
+    if on_terminal():
+        Console(highlight=False).print(ReportTable(report, scenarios))
+    else:
+        lines = report_lines(report, scenarios)
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+
+
 class ReportTable:
     """A table per conversation (a row per scenario for a big replay), the failure
     digest, then the summary and what else a person should know."""
@@ -114,23 +255,7 @@ class ReportTable:
         digest = failure_lines(self.report, self.scenarios)
         if digest:
             parts.extend([Text(""), *digest, Text("")])
-        s = self.report.summary
-        parts.append(
-            Text.assemble(
-                f"{s.conversations} conversation{'' if s.conversations == 1 else 's'}: ",
-                (f"{s.passed} passed", "green"),
-                ", ",
-                (f"{s.failed} failed", "bold red" if s.failed else ""),
-                f"; {s.assertions} assertions",
-                f", {s.skipped} skipped (stopped early)" if s.skipped else "",
-                (
-                    f"; {s.recorded_differences} differ from evaluate_agent's recorded verdicts"
-                    if s.recorded_differences
-                    else "",
-                    "yellow",
-                ),
-            )
-        )
+        parts.append(summary_text(self.report))
         parts.extend(Text(line, style="yellow") for line in notes(self.report))
         yield Group(*parts)
 
