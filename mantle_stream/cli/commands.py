@@ -369,6 +369,7 @@ def _finish(
         session.recorded,
         session.refused,
         scenarios=session.evaluator.scenarios,
+        tool_calls=getattr(session.args, "tool_calls", False),
     )
     if group is not None:
         report = msgspec.structs.replace(report, kafka=group)

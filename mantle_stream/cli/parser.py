@@ -150,6 +150,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "match no scenario, bad or late events, sequence gaps, unknown kinds",
     )
     p.add_argument(
+        "--tool-calls",
+        action="store_true",
+        help="judge tool calls as Rasa does with tool-call evaluation on: a "
+        "`gate: true` entry of `goals.expected_tools` that fails fails its "
+        "conversation (without it, every entry is a metric only)",
+    )
+    p.add_argument(
         "--conversation",
         action="append",
         metavar="ID",
