@@ -10,6 +10,7 @@ renamed). The command line runs as a subprocess on real files.
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,31 @@ def test_with_tool_calls_the_digest_names_the_failed_gate() -> None:
         "  balance.yml:8  expected_tools #0 tool_called ✘ failed in c-2",
         "    `get_balance` never ran with the listed arguments",
     ]
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["metrics", "tool-calls"])
+def test_junit_has_a_case_per_gate_entry(
+    files: tuple[Path, Path], tmp_path: Path, gated: bool
+) -> None:
+    scenario, events = files
+    junit = tmp_path / "junit.xml"
+    args = ["--tool-calls"] if gated else []
+    run_cli("check", str(scenario), "--events", str(events), "--junit", str(junit), *args)
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = {
+        c.get("name"): [child.tag for child in c if child.tag != "properties"]
+        for c in suite.iter("testcase")
+        if "expected_tools" in (c.get("name") or "")
+    }
+    assert cases == {
+        "run 1 expected_tools #0 tool_called": ["system-out" if gated else "skipped"],
+        "run 2 expected_tools #0 tool_called": ["failure" if gated else "skipped"],
+    }
+    failures = int(suite.get("failures") or 0)
+    assert failures == (1 if gated else 0)
+    case = next(
+        c for c in suite.iter("testcase") if c.get("name") == "run 2 expected_tools #0 tool_called"
+    )
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert (properties["verdict"], properties["recall"], case.get("line")) == ("failed", "0.0", "8")

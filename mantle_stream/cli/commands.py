@@ -229,7 +229,9 @@ class _Session:
             self.sinks.append(self.jsonl)
         self.junit: JunitWriter | None = None
         if args.junit:
-            junit = self.junit = JunitWriter(args.junit)
+            junit = self.junit = JunitWriter(
+                args.junit, tool_calls=getattr(args, "tool_calls", False)
+            )
             # Written as conversations leave memory, completed with the report.
             evaluator.on_let_go = junit.add
             self.sinks.append(junit)
