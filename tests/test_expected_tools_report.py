@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 
 from mantle_stream import Evaluator, load_scenario_text
+from mantle_stream.outputs.html import render_html
 from mantle_stream.outputs.report import build_report
 from mantle_stream.outputs.table import ReportTable
 from mantle_stream.testing import conversation, session_ended, tool, user
@@ -256,3 +257,20 @@ def test_junit_has_a_case_per_gate_entry(
     )
     properties = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert (properties["verdict"], properties["recall"], case.get("line")) == ("failed", "0.0", "8")
+
+
+def test_the_html_page_shows_the_entries() -> None:
+    scenario = load_scenario_text(SCENARIO, "balance.yml")
+    evaluator = Evaluator(scenario)
+    for line in lines():
+        evaluator.push_line(line)
+    evaluator.finish_all()
+    page = render_html(build_report(evaluator))
+    assert '<section id="expected-tools"><h2>Expected tools</h2>' in page
+    assert (
+        "2 of 4 entries passed in 2 conversations · recall 0.62 · precision 0.62 · "
+        "accuracy 0.50 · 1 gate entry failed (metrics only: --tool-calls makes them fail "
+        "the run)"
+    ) in page
+    assert page.count("expected tools: recall") == 2  # one table per conversation
+    assert "never ran with the listed arguments" in page
