@@ -29,6 +29,7 @@ from mantle_stream.outputs.report import (
     Report,
     ReportConversation,
     ScenarioResult,
+    metric_text,
     notes,
     why_it_differs,
 )
@@ -416,23 +417,20 @@ def _conversation(conv: ReportConversation) -> str:
     )
 
 
-def _metric(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
-
-
 def _tools(scores: ToolCallScores) -> str:
     """A conversation's expected_tools entries: verdict, turn, recall, precision, reason."""
     rows = "".join(
         f'<tr><td class="num">{e.index}</td><td><code>{_text(e.kind)}</code>'
         f"{' gate' if e.gate else ''}</td><td>{_badge(e.verdict)}</td>"
         f'<td class="num">{"—" if e.turn is None else e.turn}</td>'
-        f'<td class="num">{_metric(e.recall)}</td><td class="num">{_metric(e.precision)}</td>'
+        f'<td class="num">{metric_text(e.recall)}</td>'
+        f'<td class="num">{metric_text(e.precision)}</td>'
         f'<td class="reason">{_reason(e.reason)}</td></tr>'
         for e in scores.entries
     )
     return (
-        f'<div class="meta">expected tools: recall {_metric(scores.recall)}, precision '
-        f"{_metric(scores.precision)}, accuracy {_metric(scores.accuracy)}</div>"
+        f'<div class="meta">expected tools: recall {metric_text(scores.recall)}, precision '
+        f"{metric_text(scores.precision)}, accuracy {metric_text(scores.accuracy)}</div>"
         '<table class="assertions tools"><tr><th>#</th><th>entry</th><th>verdict</th>'
         "<th>turn</th><th>recall</th><th>precision</th><th>reason</th></tr>" + rows + "</table>"
     )
@@ -444,7 +442,8 @@ def _tools_section(tools: ExpectedToolsSummary) -> str:
         f'<tr><td>{_text(e.scenario)}</td><td class="num">{e.index}</td>'
         f"<td><code>{_text(e.kind)}</code>{' gate' if e.gate else ''}</td>"
         f'<td>{_badge(e.verdict)}</td><td class="num">{e.failed} of {e.judged}</td>'
-        f'<td class="num">{_metric(e.recall)}</td><td class="num">{_metric(e.precision)}</td>'
+        f'<td class="num">{metric_text(e.recall)}</td>'
+        f'<td class="num">{metric_text(e.precision)}</td>'
         f"<td><code>{_text(_where(e.file, e.line))}</code></td></tr>"
         for e in tools.scenarios
     )
@@ -457,8 +456,8 @@ def _tools_section(tools: ExpectedToolsSummary) -> str:
     return (
         '<section id="expected-tools"><h2>Expected tools</h2>'
         f'<p class="meta">{tools.passed} of {tools.entries} entries passed in '
-        f"{_count(tools.conversations, 'conversation')} · recall {_metric(tools.recall)} · "
-        f"precision {_metric(tools.precision)} · accuracy {_metric(tools.accuracy)} · "
+        f"{_count(tools.conversations, 'conversation')} · recall {metric_text(tools.recall)} · "
+        f"precision {metric_text(tools.precision)} · accuracy {metric_text(tools.accuracy)} · "
         f"{_text(gates)}</p>"
         '<table class="assertions tools"><tr><th>scenario</th><th>#</th><th>entry</th>'
         "<th>across runs</th><th>failed</th><th>recall</th><th>precision</th><th>where</th></tr>"

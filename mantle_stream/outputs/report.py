@@ -43,10 +43,12 @@ __all__ = [
     "Warnings",
     "build_report",
     "exit_status",
+    "metric_text",
     "notes",
     "report_conversation",
     "scenario_results",
     "strict_problems",
+    "tools_line",
     "why_it_differs",
 ]
 
@@ -502,6 +504,28 @@ def build_report(
         scenarios=scenario_results(scenarios, conversations),
         expected_tools=_tools_summary(scenarios, conversations, tool_calls),
     )
+
+
+def tools_line(tools: ExpectedToolsSummary, flag: str = "--tool-calls") -> str:
+    """One line on a run's expected_tools: entries passed, the means, failed gates
+    (``flag``: the option that makes them fail the run)."""
+    line = (
+        f"expected tools: {tools.passed} of {tools.entries} entries passed, "
+        f"recall {metric_text(tools.recall)}, precision {metric_text(tools.precision)}, "
+        f"accuracy {metric_text(tools.accuracy)}"
+    )
+    if tools.gates_failed:
+        line += (
+            f"; {tools.gates_failed} gate entr{'y' if tools.gates_failed == 1 else 'ies'} failed"
+        )
+        if not tools.gated:
+            line += f" (metrics only: {flag} makes them fail the run)"
+    return line
+
+
+def metric_text(value: float | None) -> str:
+    """A recall, precision or accuracy as text: two decimals, `-` when there is none."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _count(n: int, noun: str) -> str:

@@ -15,7 +15,14 @@ from rich.text import Text
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import ToolCallScores, ToolEntryResult
-from mantle_stream.outputs.report import ExpectedToolsSummary, Report, notes, why_it_differs
+from mantle_stream.outputs.report import (
+    ExpectedToolsSummary,
+    Report,
+    metric_text,
+    notes,
+    tools_line,
+    why_it_differs,
+)
 
 __all__ = ["MARKS", "MAX_DETAILED", "ReportTable", "failure_lines", "literal", "verdict_text"]
 
@@ -226,8 +233,8 @@ class ReportTable:
                 _entry_label(e.kind, e.gate),
                 verdict_text(e.verdict) if e.verdict in MARKS else Text(e.verdict, style="yellow"),
                 f"{e.failed}/{e.judged}",
-                _metric(e.recall),
-                _metric(e.precision),
+                metric_text(e.recall),
+                metric_text(e.precision),
             )
         return table
 
@@ -303,17 +310,13 @@ def _entry_label(kind: str, gate: bool) -> str:
     return kind.removeprefix("tool_") + (" gate" if gate else "")
 
 
-def _metric(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def _tools_table(scores: ToolCallScores) -> Table:
     """A conversation's expected_tools entries: Rasa's tool-call scores."""
     table = Table(
         title=Text.assemble(
             "  expected tools: ",
-            f"recall {_metric(scores.recall)}, precision {_metric(scores.precision)}, ",
-            f"accuracy {_metric(scores.accuracy)}",
+            f"recall {metric_text(scores.recall)}, precision {metric_text(scores.precision)}, ",
+            f"accuracy {metric_text(scores.accuracy)}",
         ),
         title_justify="left",
         expand=False,
@@ -331,28 +334,16 @@ def _tools_table(scores: ToolCallScores) -> Table:
             _entry_label(e.kind, e.gate),
             verdict_text(e.verdict),
             "-" if e.turn is None else str(e.turn),
-            _metric(e.recall),
-            _metric(e.precision),
+            metric_text(e.recall),
+            metric_text(e.precision),
             literal(e.reason),
         )
     return table
 
 
 def _tools_line(tools: ExpectedToolsSummary) -> Text:
-    """The summary of expected_tools: entries passed, the means, the gates."""
-    gates = ""
-    if tools.gates_failed:
-        gates = (
-            f"; {tools.gates_failed} gate entr{'y' if tools.gates_failed == 1 else 'ies'} failed"
-        )
-        if not tools.gated:
-            gates += " (metrics only: --tool-calls makes them fail the run)"
-    return Text.assemble(
-        f"expected tools: {tools.passed} of {tools.entries} entries passed, ",
-        f"recall {_metric(tools.recall)}, precision {_metric(tools.precision)}, ",
-        f"accuracy {_metric(tools.accuracy)}",
-        (gates, "bold red" if tools.gated else "yellow"),
-    )
+    """The summary of expected_tools (:func:`tools_line`), failed gates in colour."""
+    return Text(tools_line(tools), style="bold red" if tools.gated and tools.gates_failed else "")
 
 
 def _yes_no(value: bool | None) -> Text:
