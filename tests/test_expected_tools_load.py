@@ -522,3 +522,13 @@ def test_check_judges_the_assertions_of_a_file_with_expected_tools(tmp_path: Pat
     without, with_tools = runs
     assert with_tools == without
     assert with_tools[2] == 3
+
+
+def test_the_readme_scenario_example_loads_with_its_expected_tools() -> None:
+    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Scenario files") :]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert load_scenario_text(example).expected_tools == (
+        ToolCalled(ExpectedTool("order_replacement", {"shipping": "standard"}), gate=True),
+        ToolGroup((ExpectedTool("check_balance"), ExpectedTool("order_replacement")), ordered=True),
+    )
