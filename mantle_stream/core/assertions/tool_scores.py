@@ -46,6 +46,9 @@ from mantle_stream.core.verdicts import ToolCallScores, ToolEntryResult, Verdict
 
 __all__ = ["ToolScorer", "ToolsPlan"]
 
+#: The masks of a call no entry names (shared: never written to).
+_NO_MASKS: dict[int, int] = {}
+
 
 class _Expected:
     """One expected tool: what a call with its name must also carry."""
@@ -72,7 +75,7 @@ def _names(tools: tuple[ExpectedTool, ...]) -> str:
 class ToolsPlan:
     """A scenario's ``expected_tools``, compiled: shared by all its conversations."""
 
-    __slots__ = ("by_name", "entries", "file", "groups", "lines", "sizes", "standalone")
+    __slots__ = ("by_name", "entries", "file", "groups", "lines", "ordered", "sizes", "standalone")
 
     def __init__(self, scenario: Scenario) -> None:
         self.entries = scenario.expected_tools
@@ -98,6 +101,7 @@ class ToolsPlan:
                     (index, 1 << position, _Expected(tool))
                 )
         self.by_name = {name: tuple(hits) for name, hits in by_name.items()}
+        self.ordered = tuple(isinstance(e, ToolGroup) and e.ordered for e in self.entries)
         self.groups = tuple(groups)
         self.standalone = tuple(standalone)
         self.sizes = tuple(sizes)
@@ -253,9 +257,9 @@ class ToolScorer:
         self.states: list[_Call | _Group] = [
             _Group(size) if i in groups else _Call() for i, size in enumerate(plan.sizes)
         ]
-        # The groups' states again, with whether each is ordered: every call reaches them.
+        # The groups' states again, with their entry and whether each is ordered.
         self.groups = [
-            (state, bool(getattr(plan.entries[i], "ordered", False)))
+            (state, i, plan.ordered[i])
             for i, state in enumerate(self.states)
             if isinstance(state, _Group)
         ]
@@ -269,11 +273,12 @@ class ToolScorer:
             return
         self.calls += 1
         plan = self.plan
-        states = self.states
         errored = bool(run.is_error)
-        masks: dict[int, int] = {}
+        masks = _NO_MASKS
         hits = plan.by_name.get(name)
-        if hits is not None:
+        if hits is not None:  # only entries that name the tool look at the call
+            masks = {}
+            states = self.states
             for index, bit, expected in hits:
                 state = states[index]
                 if type(state) is _Call:
@@ -287,27 +292,39 @@ class ToolScorer:
                             state.matches += 1
                             if state.first_turn is None:
                                 state.first_turn, state.first_seq = turn, seq
-        if not self.groups:
+        groups = self.groups
+        if not groups:
             return
         if turn != self.turn:  # turns without calls are never seen: closed lazily
-            for group, _ in self.groups:
+            for group, _, _ in groups:
                 group.close(None)
                 group.turn = turn
             self.turn = turn
+        # Every group counts every call (its precision, its extras); the usual call,
+        # of a tool the group does not expect, is an extra, inline: no method call.
         armed = False
-        for index, (group, ordered) in zip(plan.groups, self.groups, strict=True):
+        for group, index, ordered in groups:
             if group.passed is not None:
                 continue
+            mask = masks.get(index, 0)
+            if not mask:
+                group.n += 1
+                if not errored:
+                    group.ok += 1
+                if group.extra is None and group.failed is None:
+                    group.extra = name
+                continue
             if ordered:
-                group.add_ordered(masks.get(index, 0), errored, name)
+                group.add_ordered(mask, errored, name)
             else:
-                group.add_unordered(masks.get(index, 0), errored, name)
-            armed = armed or group.perfect()
+                group.add_unordered(mask, errored, name)
+            if not armed and group.extra is None and group.perfect():
+                armed = True
         self.armed = armed
 
     def end_turn(self, seq: int | None) -> None:
         """A user message ended the turn a group is perfect in: it passes there."""
-        for group, _ in self.groups:
+        for group, _, _ in self.groups:
             if group.passed is None and group.perfect():
                 group.close(seq)
         self.armed = False
@@ -321,7 +338,7 @@ class ToolScorer:
         """
         plan = self.plan
         if finished:
-            for group, _ in self.groups:
+            for group, _, _ in self.groups:
                 group.close(None)
             self.armed = False
         entries = []
