@@ -417,14 +417,22 @@ def _conversation(conv: ReportConversation) -> str:
     )
 
 
+def _entry_cell(kind: str, gate: bool) -> str:
+    return f"<td><code>{_text(kind)}</code>{' gate' if gate else ''}</td>"
+
+
+def _metric_cells(recall: float | None, precision: float | None) -> str:
+    return (
+        f'<td class="num">{metric_text(recall)}</td><td class="num">{metric_text(precision)}</td>'
+    )
+
+
 def _tools(scores: ToolCallScores) -> str:
     """A conversation's expected_tools entries: verdict, turn, recall, precision, reason."""
     rows = "".join(
-        f'<tr><td class="num">{e.index}</td><td><code>{_text(e.kind)}</code>'
-        f"{' gate' if e.gate else ''}</td><td>{_badge(e.verdict)}</td>"
-        f'<td class="num">{"—" if e.turn is None else e.turn}</td>'
-        f'<td class="num">{metric_text(e.recall)}</td>'
-        f'<td class="num">{metric_text(e.precision)}</td>'
+        f'<tr><td class="num">{e.index}</td>{_entry_cell(e.kind, e.gate)}'
+        f'<td>{_badge(e.verdict)}</td><td class="num">{"—" if e.turn is None else e.turn}</td>'
+        f"{_metric_cells(e.recall, e.precision)}"
         f'<td class="reason">{_reason(e.reason)}</td></tr>'
         for e in scores.entries
     )
@@ -440,10 +448,9 @@ def _tools_section(tools: ExpectedToolsSummary) -> str:
     """Every scenario's expected_tools entries across its runs, and the run's means."""
     rows = "".join(
         f'<tr><td>{_text(e.scenario)}</td><td class="num">{e.index}</td>'
-        f"<td><code>{_text(e.kind)}</code>{' gate' if e.gate else ''}</td>"
+        f"{_entry_cell(e.kind, e.gate)}"
         f'<td>{_badge(e.verdict)}</td><td class="num">{e.failed} of {e.judged}</td>'
-        f'<td class="num">{metric_text(e.recall)}</td>'
-        f'<td class="num">{metric_text(e.precision)}</td>'
+        f"{_metric_cells(e.recall, e.precision)}"
         f"<td><code>{_text(_where(e.file, e.line))}</code></td></tr>"
         for e in tools.scenarios
     )

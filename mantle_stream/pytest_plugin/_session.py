@@ -325,20 +325,12 @@ class RunNode(pytest.Collector):
     def collect(self) -> Iterator[AssertionItem | ToolGateItem]:
         session = _session_of(self)
         kinds = session.kind_markers
-        scenario, result = self.scenario, self.result
+        result = self.result
         for assertion in result.assertions:
             item: AssertionItem = AssertionItem.from_parent(
                 self, name=f"#{assertion.index} {assertion.kind}", assertion=assertion
             )
-            item.add_marker(
-                pytest.mark.mantle(
-                    scenario=scenario.name,
-                    file=scenario.stem,
-                    run=self.name,
-                    conversation=result.conversation_id,
-                    kind=assertion.kind,
-                )
-            )
+            item.add_marker(self._marker(assertion.kind))
             if assertion.kind in kinds:
                 item.add_marker(assertion.kind)
             if assertion.verdict == "skipped":
@@ -352,18 +344,20 @@ class RunNode(pytest.Collector):
                 gate: ToolGateItem = ToolGateItem.from_parent(
                     self, name=f"expected_tools #{entry.index} {entry.kind}", entry=entry
                 )
-                gate.add_marker(
-                    pytest.mark.mantle(
-                        scenario=scenario.name,
-                        file=scenario.stem,
-                        run=self.name,
-                        conversation=result.conversation_id,
-                        kind=entry.kind,
-                    )
-                )
+                gate.add_marker(self._marker(entry.kind))
                 if entry.verdict == "skipped":
                     gate.add_marker(pytest.mark.skip(reason=entry.reason))
                 yield gate
+
+    def _marker(self, kind: str) -> pytest.MarkDecorator:
+        """The ``mantle`` marker of an item of this run (``-m`` selects by its fields)."""
+        return pytest.mark.mantle(
+            scenario=self.scenario.name,
+            file=self.scenario.stem,
+            run=self.name,
+            conversation=self.result.conversation_id,
+            kind=kind,
+        )
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, 0, self.name
