@@ -274,3 +274,9 @@ def test_the_html_page_shows_the_entries() -> None:
     ) in page
     assert page.count("expected tools: recall") == 2  # one table per conversation
     assert "never ran with the listed arguments" in page
+
+
+def test_workers_report_the_same_scores(files: tuple[Path, Path]) -> None:
+    one = check(files, "--tool-calls")
+    two = check(files, "--tool-calls", "--workers", "2")
+    assert two == one
