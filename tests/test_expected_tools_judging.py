@@ -434,3 +434,18 @@ def test_a_checkpoint_resumes_the_scores_at_any_event() -> None:
             second.push_line(line)
         second.finish_all()
         assert second.results()[0].expected_tools == expected, split
+
+
+def test_in_a_stopped_conversation_what_has_not_passed_is_skipped() -> None:
+    evaluator = Evaluator(scenario_with([{"tool_called": "a"}, {"tool_called": "b", "gate": True}]))
+    for line in conversation(user("hi"), tool("a")):
+        evaluator.push_line(line)
+    evaluator.stop("c")
+    evaluator.finish_all()
+    (result,) = evaluator.results()
+    assert result.expected_tools is not None
+    assert [(e.verdict, e.reason) for e in result.expected_tools.entries] == [
+        ("passed", "`a` ran in turn 1"),
+        ("skipped", "not judged: the conversation was stopped early; `b` never ran"),
+    ]
+    assert (result.expected_tools.accuracy, result.expected_tools.gates_failed) == (1.0, 0)
