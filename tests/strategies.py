@@ -32,7 +32,7 @@ import functools
 import json
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -813,14 +813,18 @@ READ_KINDS = frozenset(RANDOM_EVENTS)
 
 @st.composite
 def abstract_conversations(
-    draw: st.DrawFn, assertion_list: list[dict[str, Any]] | None = None, max_events: int = 10
+    draw: st.DrawFn,
+    assertion_list: list[dict[str, Any]] | None = None,
+    max_events: int = 10,
+    planted_runs: Sequence[list[Abstract]] = (),
 ) -> list[Abstract]:
     """One conversation's abstract events, in order.
 
     Up to ``max_events`` random background events, plus, for a random subset
     of ``assertion_list``, planted witness events (see :func:`witnesses`)
     merged in at random places (spread out, or as one contiguous run), so
-    both matches and near misses are common; then events of kinds no check
+    both matches and near misses are common (``planted_runs``: more such runs of
+    events, each kept contiguous); then events of kinds no check
     reads, about a third of all. Often opens with ``session_started``;
     sometimes holds a ``session_ended`` at the end or in the middle (what
     follows it must be ignored).
@@ -833,6 +837,7 @@ def abstract_conversations(
             planted = draw(witnesses(assertion))
             contiguous = draw(mostly_true)
             chunks.append([planted] if contiguous else [[event] for event in planted])
+    chunks.extend([[list(run)] for run in planted_runs])
     body = [event for _, group in draw(interleave(chunks)) for event in group]
 
     if draw(booleans):
@@ -855,6 +860,7 @@ def conversations(
     assertion_list: list[dict[str, Any]] | None = None,
     max_events: int = 10,
     number: int = 1,
+    planted: Sequence[list[Abstract]] = (),
 ) -> Conversation:
     """One conversation rendered in wire shapes, ready to deliver.
 
@@ -864,7 +870,7 @@ def conversations(
     number). Event ids are unique, sometimes null.
     """
     conversation_id = f"sim-{number:04x}"
-    body = draw(abstract_conversations(assertion_list, max_events))
+    body = draw(abstract_conversations(assertion_list, max_events, planted))
     rnd = draw(st.randoms(use_true_random=False))
     shapes = SHAPES[draw(conversation_modes)]
     sequence = draw(first_sequences)

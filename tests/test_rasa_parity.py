@@ -10,9 +10,13 @@ framework tools, numbers by value.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+
+from mantle_stream import Evaluator, ScenarioError, load_scenario_text, testing
+from mantle_stream.core.verdicts import ToolEntryResult
 
 from _harness import (
     D,
@@ -248,3 +252,99 @@ def test_a_tool_runs_skill_comes_from_its_metadata() -> None:
         ],
         "passed",
     )
+
+
+# --------------------------------------------------------------------------
+# goals.expected_tools: the divergences, one per row (Rasa 3.21's score, ours)
+# --------------------------------------------------------------------------
+
+
+def _tool_entry(expected: dict[str, Any], *events: Any) -> ToolEntryResult:
+    """The one expected_tools entry of a scenario, scored on one finished conversation."""
+    doc = {
+        "scenario": {
+            "name": "t",
+            "simulation_context": "x",
+            "goals": {"expected_tools": [expected]},
+        }
+    }
+    evaluator = Evaluator(load_scenario_text(json.dumps(doc)))
+    for line in testing.conversation(*events):
+        evaluator.push_line(line)
+    evaluator.finish_all()
+    (result,) = evaluator.results()
+    assert result.expected_tools is not None
+    return result.expected_tools.entries[0]
+
+
+def test_expected_tool_group_finds_an_assignment_a_first_fit_misses() -> None:
+
+    # Rasa: failed (the first listed tool takes the call with n=1 and the second finds none).
+    group = {
+        "tool_group": [
+            {"tool_called": "a"},
+            {"tool_called": {"tool_name": "a", "arguments": {"n": 1}}},
+        ]
+    }
+    e = _tool_entry(
+        group,
+        testing.user("hi"),
+        testing.tool("a", args={"n": 1}),
+        testing.tool("a", args={"n": 2}),
+    )
+    assert e.verdict == "passed"
+
+
+def test_expected_tool_group_recall_counts_the_most_tools_matched() -> None:
+
+    # Rasa: recall 1/3 and precision 1/2 (it stops at `b`, the first tool not found).
+    group = {"tool_group": [{"tool_called": "a"}, {"tool_called": "b"}, {"tool_called": "c"}]}
+    e = _tool_entry(group, testing.user("hi"), testing.tool("a"), testing.tool("c"))
+    assert (e.verdict, e.recall, e.precision) == ("failed", 2 / 3, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("listed", "called"),
+    [({"flag": 1}, {"flag": True}), ({"k": None}, {})],
+    ids=["true-vs-1", "null-vs-missing"],
+)
+def test_expected_tool_arguments_compare_by_the_value_rule(
+    listed: dict[str, Any], called: dict[str, Any]
+) -> None:
+
+    # Rasa: passed (Python ==; a missing key reads as null).
+    e = _tool_entry(
+        {"tool_called": {"tool_name": "a", "arguments": listed}}, testing.tool("a", args=called)
+    )
+    assert e.verdict == "failed"
+
+
+def test_complete_skill_is_not_an_observed_call() -> None:
+
+    # Rasa: failed (complete_skill is observed, an extra call on the turn).
+    group = {"tool_group": [{"tool_called": "a"}]}
+    assert (
+        _tool_entry(
+            group, testing.user("hi"), testing.tool("a"), testing.tool("complete_skill")
+        ).verdict
+        == "passed"
+    )
+
+
+def test_an_unknown_key_in_tool_called_is_an_error() -> None:
+    # Rasa: loads, ignores `argumets`, and the entry matches any call of `a`.
+    text = (
+        "scenario:\n  name: t\n  simulation_context: x\n  goals:\n    expected_tools:\n"
+        "      - tool_called: {tool_name: a, argumets: {n: 1}}\n"
+    )
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text)
+    assert [(d.message, d.hint) for d in info.value.diagnostics] == [
+        ("unknown key `argumets` in `tool_called`", "did you mean `arguments`?")
+    ]
+
+
+def test_an_observed_tool_name_is_compared_as_it_is() -> None:
+
+    # Rasa: passed (it strips the observed name).
+    assert _tool_entry({"tool_called": "a"}, testing.tool(" a ")).verdict == "failed"

@@ -1472,7 +1472,12 @@ def test_empty_goals_parts_load_as_nothing(goals: str) -> None:
         ),
         (
             "scenario:\n  name: n\n  simulation_context: c\n  goals:\n    rubric: []\n",
-            (5, 5, "unknown key `rubric` in `goals`", "allowed keys: `assertions`, `criteria`"),
+            (
+                5,
+                5,
+                "unknown key `rubric` in `goals`",
+                "allowed keys: `assertions`, `criteria`, `expected_tools`",
+            ),
         ),
     ],
     ids=[

@@ -264,7 +264,9 @@ class _Session:
         self.junit: JunitWriter | None = None
         if args.junit:
             try:
-                junit = self.junit = JunitWriter(args.junit)
+                junit = self.junit = JunitWriter(
+                    args.junit, tool_calls=getattr(args, "tool_calls", False)
+                )
             except FeedError as exc:
                 self.sinks.fail(str(exc))
             else:
@@ -430,6 +432,7 @@ def _finish(
         session.refused,
         scenarios=session.evaluator.scenarios,
         unread=session.unread,
+        tool_calls=getattr(session.args, "tool_calls", False),
     )
     if group is not None:
         report = msgspec.structs.replace(report, kafka=group)

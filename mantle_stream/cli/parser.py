@@ -236,6 +236,13 @@ def _add_judging_options(p: argparse.ArgumentParser) -> None:
         "kinds (not a gap in `sequence`: Mantle's may skip numbers)",
     )
     p.add_argument(
+        "--tool-calls",
+        action="store_true",
+        help="judge tool calls as Rasa does with tool-call evaluation on: a "
+        "`gate: true` entry of `goals.expected_tools` that fails fails its "
+        "conversation (without it, every entry is a metric only)",
+    )
+    p.add_argument(
         "--conversation",
         action="append",
         metavar="ID",

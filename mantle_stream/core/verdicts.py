@@ -43,6 +43,8 @@ __all__ = [
     "Occurrence",
     "Statistics",
     "StopMessage",
+    "ToolCallScores",
+    "ToolEntryResult",
     "Verdict",
     "VerdictRecord",
     "bounded",
@@ -182,6 +184,48 @@ def settling(decisions: Iterable[Decision]) -> dict[str, Decision]:
     return seen
 
 
+class ToolEntryResult(msgspec.Struct, frozen=True):
+    """One ``goals.expected_tools`` entry of one conversation, scored as Rasa scores it.
+
+    On the wire (the JSON report's ``expected_tools.entries``): ``{"index": 0,
+    "kind": "tool_group", "verdict": "failed", "gate": true, "turn": 2,
+    "decided_at": null, "reason": "...", "recall": 0.5, "precision": 0.5,
+    "file": "eval/scenarios/card.yml", "line": 31}``. ``verdict`` is Rasa's
+    accuracy (``passed`` = 1.0); ``turn`` the user turn the entry matched on,
+    or for a group that never matched the turn that came closest (None when
+    no tool ran); ``recall`` and ``precision`` are None until the conversation
+    ends (and precision when no tool ran at all).
+    """
+
+    index: int
+    kind: str  # tool_called | tool_group
+    verdict: Verdict
+    gate: bool
+    turn: int | None
+    decided_at: int | None
+    reason: str
+    recall: float | None = None
+    precision: float | None = None
+    file: str | None = None
+    line: int | None = None
+
+
+class ToolCallScores(msgspec.Struct, frozen=True):
+    """A conversation's ``expected_tools`` scores: each entry, and Rasa's conversation
+    means of recall, precision and accuracy over the entries (None where no entry has
+    the metric, or before the conversation ends)."""
+
+    entries: tuple[ToolEntryResult, ...]
+    recall: float | None = None
+    precision: float | None = None
+    accuracy: float | None = None
+
+    @property
+    def gates_failed(self) -> int:
+        """Entries with ``gate: true`` that failed: with ``--tool-calls`` they fail the run."""
+        return sum(e.gate and e.verdict == "failed" for e in self.entries)
+
+
 class ConversationResult(msgspec.Struct, frozen=True):
     conversation_id: str
     scenario: str | None
@@ -196,6 +240,8 @@ class ConversationResult(msgspec.Struct, frozen=True):
     duration: float | None = None
     # The sequence of each turn's user message (the first 1,000 turns).
     turn_starts: tuple[int, ...] = ()
+    # Its scenario's `goals.expected_tools`, scored (None when it has none).
+    expected_tools: ToolCallScores | None = None
 
 
 #: Occurrences of each warning an evaluator (or the merge of several) keeps for the

@@ -22,12 +22,14 @@ from collections import Counter
 from collections.abc import Iterable
 
 from mantle_stream.core.errors import CONTROL_ESCAPES
-from mantle_stream.core.verdicts import Decision, StopMessage, VerdictRecord
+from mantle_stream.core.verdicts import Decision, StopMessage, ToolCallScores, VerdictRecord
 from mantle_stream.outputs.atomic import write_atomically
 from mantle_stream.outputs.report import (
+    ExpectedToolsSummary,
     Report,
     ReportConversation,
     ScenarioResult,
+    metric_text,
     notes,
     why_it_differs,
 )
@@ -410,7 +412,64 @@ def _conversation(conv: ReportConversation) -> str:
         f'<div class="meta">{" · ".join(meta)}</div>'
         + timeline(conv)
         + (f'<ul class="reasons">{listed}</ul>' if listed else "")
+        + ("" if conv.expected_tools is None else _tools(conv.expected_tools))
         + "</section>"
+    )
+
+
+def _entry_cell(kind: str, gate: bool) -> str:
+    return f"<td><code>{_text(kind)}</code>{' gate' if gate else ''}</td>"
+
+
+def _metric_cells(recall: float | None, precision: float | None) -> str:
+    return (
+        f'<td class="num">{metric_text(recall)}</td><td class="num">{metric_text(precision)}</td>'
+    )
+
+
+def _tools(scores: ToolCallScores) -> str:
+    """A conversation's expected_tools entries: verdict, turn, recall, precision, reason."""
+    rows = "".join(
+        f'<tr><td class="num">{e.index}</td>{_entry_cell(e.kind, e.gate)}'
+        f'<td>{_badge(e.verdict)}</td><td class="num">{"—" if e.turn is None else e.turn}</td>'
+        f"{_metric_cells(e.recall, e.precision)}"
+        f'<td class="reason">{_reason(e.reason)}</td></tr>'
+        for e in scores.entries
+    )
+    return (
+        f'<div class="meta">expected tools: recall {metric_text(scores.recall)}, precision '
+        f"{metric_text(scores.precision)}, accuracy {metric_text(scores.accuracy)}</div>"
+        '<table class="assertions tools"><tr><th>#</th><th>entry</th><th>verdict</th>'
+        "<th>turn</th><th>recall</th><th>precision</th><th>reason</th></tr>" + rows + "</table>"
+    )
+
+
+def _tools_section(tools: ExpectedToolsSummary) -> str:
+    """Every scenario's expected_tools entries across its runs, and the run's means."""
+    rows = "".join(
+        f'<tr><td>{_text(e.scenario)}</td><td class="num">{e.index}</td>'
+        f"{_entry_cell(e.kind, e.gate)}"
+        f'<td>{_badge(e.verdict)}</td><td class="num">{e.failed} of {e.judged}</td>'
+        f"{_metric_cells(e.recall, e.precision)}"
+        f"<td><code>{_text(_where(e.file, e.line))}</code></td></tr>"
+        for e in tools.scenarios
+    )
+    gates = (
+        f"{tools.gates_failed} gate entr{'y' if tools.gates_failed == 1 else 'ies'} failed"
+        + ("" if tools.gated else " (metrics only: --tool-calls makes them fail the run)")
+        if tools.gates_failed
+        else "no gate entry failed"
+    )
+    return (
+        '<section id="expected-tools"><h2>Expected tools</h2>'
+        f'<p class="meta">{tools.passed} of {tools.entries} entries passed in '
+        f"{_count(tools.conversations, 'conversation')} · recall {metric_text(tools.recall)} · "
+        f"precision {metric_text(tools.precision)} · accuracy {metric_text(tools.accuracy)} · "
+        f"{_text(gates)}</p>"
+        '<table class="assertions tools"><tr><th>scenario</th><th>#</th><th>entry</th>'
+        "<th>across runs</th><th>failed</th><th>recall</th><th>precision</th><th>where</th></tr>"
+        + rows
+        + "</table></section>"
     )
 
 
@@ -488,6 +547,8 @@ def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
         )
         parts.extend(_scenario(r, n) for n, r in enumerate(report.scenarios, 1))
         parts.append("</section>")
+    if report.expected_tools is not None:
+        parts.append(_tools_section(report.expected_tools))
     parts.append(f'<section id="conversations"><h2>Conversations ({len(convs)})</h2>')
     if convs:
         parts.append(legend())

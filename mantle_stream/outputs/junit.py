@@ -6,7 +6,11 @@ against it. A case is named ``run 2 #5 tool_executed`` (run, assertion index,
 kind), its ``classname`` the scenario, with the assertion's ``file`` and
 ``line``; ``<failure>`` for failed, ``<error>`` for errored (could not be
 evaluated: never a failure), ``<skipped>`` for skipped and pending; its
-``<properties>`` say the conversation, ``decided_at`` and ``reason``. Each
+``<properties>`` say the conversation, ``decided_at`` and ``reason``. A
+``gate: true`` entry of ``goals.expected_tools`` is a case too (``run 2
+expected_tools #1 tool_group``): a ``<failure>`` when it failed and tool calls
+are judged (``--tool-calls``), else ``<skipped>`` (a metric), with its turn,
+recall and precision. Each
 suite's ``<properties>`` give the scenario's runs, pass rate, pass^k, pass@k
 and flaky assertions. Conversations judged against no scenario are errors in
 a suite of their own, ``unmatched``.
@@ -33,7 +37,7 @@ from typing import IO
 from mantle_stream.core.engine.evaluator import UnmatchedConversation
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.recorded import RecordedRun
-from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage
+from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage, ToolCallScores
 from mantle_stream.outputs.atomic import atomic_file
 from mantle_stream.outputs.report import (
     Report,
@@ -229,8 +233,9 @@ class _Assembly:
     never its cases: those go to its body as each run is added.
     """
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, tool_calls: bool = False) -> None:
         self.path = path  # None: the bodies are kept in memory
+        self.tool_calls = tool_calls  # failed gate entries of expected_tools are failures
         # By scenario; None: the conversations judged against no scenario.
         self.suites: dict[str | None, _Suite] = {}
         self.body_paths: list[str] = []
@@ -303,6 +308,47 @@ class _Assembly:
                 outcome = ("skipped", [("message", a.reason)], None)
             else:
                 outcome = ("system-out", [], f"{a.reason} (decided at {at})")
+            suite.write_case(attributes, properties, outcome)
+        if conv.expected_tools is not None:
+            self._add_gates(suite, run, conv.conversation_id, conv.expected_tools)
+
+    def _add_gates(
+        self, suite: _Suite, run: int, conversation_id: str, tools: ToolCallScores
+    ) -> None:
+        """A case per ``gate: true`` entry of the run's expected_tools."""
+        for e in tools.entries:
+            if not e.gate:
+                continue
+            attributes = [
+                ("name", f"run {run} expected_tools #{e.index} {e.kind}"),
+                ("classname", suite.name),
+            ]
+            if e.file is not None:
+                attributes.append(("file", e.file))
+            if e.line is not None:
+                attributes.append(("line", str(e.line)))
+            properties = [
+                ("conversation_id", conversation_id),
+                ("verdict", e.verdict),
+                ("turn", "" if e.turn is None else str(e.turn)),
+                ("decided_at", _decided_at(e.decided_at, e.verdict)),
+                ("recall", _figure(e.recall)),
+                ("precision", _figure(e.precision)),
+                ("reason", e.reason),
+            ]
+            outcome: tuple[str, list[tuple[str, str]], str | None]
+            if e.verdict in ("pending", "skipped"):
+                outcome = ("skipped", [("message", e.reason or "still pending")], None)
+            elif not self.tool_calls:
+                outcome = (
+                    "skipped",
+                    [("message", f"{e.verdict}, a metric only: --tool-calls judges gates")],
+                    None,
+                )
+            elif e.verdict == "failed":
+                outcome = ("failure", [("message", e.reason), ("type", e.kind)], e.reason)
+            else:
+                outcome = ("system-out", [], e.reason)
             suite.write_case(attributes, properties, outcome)
 
     def add_unmatched(self, u: UnmatchedConversation) -> None:
@@ -391,10 +437,12 @@ class JunitWriter:
         *,
         name: str = "mantle-stream",
         recorded: Mapping[str, RecordedRun] | None = None,
+        tool_calls: bool = False,
     ) -> None:
         self.path = path
         self.name = name
         self.recorded = recorded
+        self.tool_calls = tool_calls  # --tool-calls: failed gates are failures
         directory = os.path.dirname(os.path.abspath(path))
         # Fail at once, not at the first run let go of, when the directory is not writable.
         try:
@@ -403,7 +451,7 @@ class JunitWriter:
             raise FeedError(f"cannot write `{path}`: {exc.strerror}") from None
         os.close(fd)
         os.unlink(probe)
-        self._assembly: _Assembly | None = _Assembly(path)
+        self._assembly: _Assembly | None = _Assembly(path, tool_calls)
 
     @property
     def tests(self) -> int:
@@ -427,7 +475,7 @@ class JunitWriter:
                 assembly.add_unmatched(conversation)
             else:
                 run = (self.recorded or {}).get(conversation.conversation_id)
-                assembly.add_run(report_conversation(conversation, run))
+                assembly.add_run(report_conversation(conversation, run, tool_calls=self.tool_calls))
         except OSError as exc:
             raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
 
@@ -465,7 +513,7 @@ class JunitWriter:
 
 def junit_xml(report: Report, *, name: str = "mantle-stream") -> bytes:
     """The report as JUnit XML (the whole file in memory: for small reports and tests)."""
-    assembly = _Assembly(None)
+    assembly = _Assembly(None, report.expected_tools is not None and report.expected_tools.gated)
     for conv in report.conversations:
         assembly.add_run(conv)
     for u in report.unmatched:

@@ -20,7 +20,14 @@ from mantle_stream.core.engine.partition import Judged
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
 from mantle_stream.core.scenario.model import Check, Scenario
-from mantle_stream.core.verdicts import ConversationResult, Occurrence, Verdict, VerdictRecord
+from mantle_stream.core.verdicts import (
+    ConversationResult,
+    Occurrence,
+    ToolCallScores,
+    ToolEntryResult,
+    Verdict,
+    VerdictRecord,
+)
 
 __all__ = [
     "EXIT_ERROR",
@@ -28,6 +35,7 @@ __all__ = [
     "EXIT_OK",
     "AmbiguousRun",
     "CandidateVerdict",
+    "ExpectedToolsSummary",
     "GateReport",
     "GateScenario",
     "GroupReport",
@@ -35,14 +43,17 @@ __all__ = [
     "Report",
     "ScenarioAssertion",
     "ScenarioResult",
+    "ScenarioToolEntry",
     "Summary",
     "Warnings",
     "build_report",
     "exit_status",
+    "metric_text",
     "notes",
     "report_conversation",
     "scenario_results",
     "strict_problems",
+    "tools_line",
     "why_it_differs",
 ]
 
@@ -71,6 +82,8 @@ class ReportConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     duration: float | None = None
     # The sequence of each turn's user message: where its turns begin.
     turn_starts: list[int] = []
+    # Its scenario's goals.expected_tools, scored as Rasa scores them (absent when none).
+    expected_tools: ToolCallScores | None = None
 
 
 class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -137,6 +150,24 @@ class ScenarioAssertion(msgspec.Struct, frozen=True):
     failed: int
     errored: int = 0
     skipped: int = 0
+    file: str | None = None
+    line: int | None = None
+
+
+class ScenarioToolEntry(msgspec.Struct, frozen=True):
+    """One ``expected_tools`` entry of a scenario across its runs: ``verdict`` as for
+    an assertion (``passed``, ``failed``, ``flaky``, ``not judged``), and the mean of
+    its recall and precision over the runs that have them (None when none does)."""
+
+    scenario: str
+    index: int
+    kind: str
+    gate: bool
+    verdict: str
+    judged: int  # runs where it passed or failed
+    failed: int
+    recall: float | None
+    precision: float | None
     file: str | None = None
     line: int | None = None
 
@@ -216,6 +247,28 @@ class GateReport(msgspec.Struct, frozen=True):
     problems: list[str] = []  # runs whose judging failed: forwarded unchanged
 
 
+class ExpectedToolsSummary(msgspec.Struct, frozen=True):
+    """The ``expected_tools`` entries of the listed conversations, as one record.
+
+    ``gated``: the run was asked to judge tool calls (``--tool-calls``): a
+    ``gate: true`` entry that failed failed its conversation. ``recall``,
+    ``precision``, ``accuracy``: the means of the conversations' means (as
+    Rasa's report averages them), None when no conversation has the metric.
+    """
+
+    gated: bool
+    conversations: int  # listed conversations whose scenario has entries
+    entries: int
+    passed: int
+    failed: int
+    gates_failed: int  # gate entries that failed (they fail the run only when gated)
+    recall: float | None
+    precision: float | None
+    accuracy: float | None
+    # Each entry of each scenario that has some, across the scenario's runs.
+    scenarios: list[ScenarioToolEntry] = []
+
+
 class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     conversations: list[ReportConversation]
     summary: Summary
@@ -225,20 +278,36 @@ class Report(msgspec.Struct, frozen=True, omit_defaults=True):
     scenarios: list[ScenarioResult] = []
     kafka: GroupReport | None = None
     gate: GateReport | None = None
+    # Rasa's tool-call scores of goals.expected_tools (absent when no scenario has any).
+    expected_tools: ExpectedToolsSummary | None = None
 
     def to_json(self) -> bytes:
         return msgspec.json.format(msgspec.json.encode(self), indent=2)
 
 
+def gated_verdict(result: ConversationResult) -> Verdict:
+    """A conversation's verdict when tool calls are judged (``--tool-calls``): failed
+    when a ``gate: true`` entry of its ``expected_tools`` failed."""
+    tools = result.expected_tools
+    if tools is not None and tools.gates_failed and result.verdict in ("passed", "errored"):
+        return "failed"
+    return result.verdict
+
+
 def report_conversation(
-    result: ConversationResult, run: RecordedRun | None = None, checks: Sequence[Check] = ()
+    result: ConversationResult,
+    run: RecordedRun | None = None,
+    checks: Sequence[Check] = (),
+    *,
+    tool_calls: bool = False,
 ) -> ReportConversation:
     """One judged conversation as the report lists it (``checks``: its scenario's
-    assertions, to name the divergences a recorded verdict that differs can come from)."""
+    assertions, to name the divergences a recorded verdict that differs can come from;
+    ``tool_calls``: its failed gate entries fail it)."""
     return ReportConversation(
         conversation_id=result.conversation_id,
         scenario=result.scenario,
-        verdict=result.verdict,
+        verdict=gated_verdict(result) if tool_calls else result.verdict,
         events=result.events,
         assertions=[VerdictRecord.of(a) for a in result.assertions],
         recorded=None
@@ -247,6 +316,7 @@ def report_conversation(
         started=result.started,
         duration=result.duration,
         turn_starts=list(result.turn_starts),
+        expected_tools=result.expected_tools,
     )
 
 
@@ -328,6 +398,81 @@ def scenario_results(
     return out
 
 
+def _tool_entries_across(
+    scenario: Scenario, conversations: Sequence[ReportConversation]
+) -> list[ScenarioToolEntry]:
+    """Each expected_tools entry of ``scenario`` across its runs."""
+    rows: list[list[ToolEntryResult]] = [[] for _ in scenario.expected_tools]
+    for conv in conversations:
+        for e in conv.expected_tools.entries if conv.expected_tools else ():
+            if e.index < len(rows):
+                rows[e.index].append(e)
+    lines = list(scenario.expected_tools_lines) + [None] * len(rows)
+    file = (
+        scenario.path
+        if scenario.expected_tools_lines and not scenario.path.startswith("<")
+        else None
+    )
+    out = []
+    for index, (entry, results) in enumerate(zip(scenario.expected_tools, rows, strict=True)):
+        verdicts = [r.verdict for r in results]
+        passed, failed = verdicts.count("passed"), verdicts.count("failed")
+        out.append(
+            ScenarioToolEntry(
+                scenario=scenario.name,
+                index=index,
+                kind=entry.kind,
+                gate=entry.gate,
+                verdict="flaky"
+                if passed and failed
+                else "failed"
+                if failed
+                else "passed"
+                if passed
+                else "not judged",
+                judged=passed + failed,
+                failed=failed,
+                recall=_mean([r.recall for r in results]),
+                precision=_mean([r.precision for r in results]),
+                file=file,
+                line=lines[index],
+            )
+        )
+    return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(sum(present) / len(present), 4) if present else None
+
+
+def _tools_summary(
+    scenarios: Sequence[Scenario], conversations: Sequence[ReportConversation], gated: bool
+) -> ExpectedToolsSummary | None:
+    if not any(s.expected_tools for s in scenarios):
+        return None
+    scored = [c.expected_tools for c in conversations if c.expected_tools is not None]
+    runs: dict[str, list[ReportConversation]] = {s.name: [] for s in scenarios}
+    for conv in conversations:
+        if conv.scenario in runs:
+            runs[conv.scenario].append(conv)
+    entries = [e for s in scored for e in s.entries]
+    return ExpectedToolsSummary(
+        gated=gated,
+        conversations=len(scored),
+        entries=len(entries),
+        passed=sum(e.verdict == "passed" for e in entries),
+        failed=sum(e.verdict == "failed" for e in entries),
+        gates_failed=sum(s.gates_failed for s in scored),
+        recall=_mean([s.recall for s in scored]),
+        precision=_mean([s.precision for s in scored]),
+        accuracy=_mean([s.accuracy for s in scored]),
+        scenarios=[
+            row for scen in scenarios for row in _tool_entries_across(scen, runs[scen.name])
+        ],
+    )
+
+
 def build_report(
     evaluator: Evaluator | Judged,
     recorded: Mapping[str, RecordedRun] | None = None,
@@ -335,6 +480,7 @@ def build_report(
     *,
     scenarios: Sequence[Scenario] | None = None,
     unread: Mapping[str, str] | None = None,
+    tool_calls: bool = False,
 ) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
 
@@ -344,6 +490,9 @@ def build_report(
     reason (``Feed.rejected``); ``unread``: the conversations the source could
     not read, with why (``Feed.unread``). From :class:`Judged` (the merged outcome of
     ``check --workers``) instead of an evaluator, give the ``scenarios`` too.
+    ``tool_calls`` (``--tool-calls``): a failed ``gate: true`` entry of
+    ``expected_tools`` fails its conversation, as in Rasa with tool-call
+    evaluation on; otherwise the entries are metrics only.
     """
     if isinstance(evaluator, Evaluator):
         judged, scenarios = evaluator.judged(), evaluator.scenarios
@@ -354,7 +503,12 @@ def build_report(
     recorded = recorded or {}
     checks = {s.name: s.assertions for s in scenarios}
     conversations = [
-        report_conversation(r, recorded.get(r.conversation_id), checks.get(r.scenario or "", ()))
+        report_conversation(
+            r,
+            recorded.get(r.conversation_id),
+            checks.get(r.scenario or "", ()),
+            tool_calls=tool_calls,
+        )
         for r in judged.results
     ]
     unmatched = judged.unmatched
@@ -401,7 +555,30 @@ def build_report(
         unmatched=unmatched,
         warnings=warnings if warnings != Warnings() else None,
         scenarios=scenario_results(scenarios, conversations),
+        expected_tools=_tools_summary(scenarios, conversations, tool_calls),
     )
+
+
+def tools_line(tools: ExpectedToolsSummary, flag: str = "--tool-calls") -> str:
+    """One line on a run's expected_tools: entries passed, the means, failed gates
+    (``flag``: the option that makes them fail the run)."""
+    line = (
+        f"expected tools: {tools.passed} of {tools.entries} entries passed, "
+        f"recall {metric_text(tools.recall)}, precision {metric_text(tools.precision)}, "
+        f"accuracy {metric_text(tools.accuracy)}"
+    )
+    if tools.gates_failed:
+        line += (
+            f"; {tools.gates_failed} gate entr{'y' if tools.gates_failed == 1 else 'ies'} failed"
+        )
+        if not tools.gated:
+            line += f" (metrics only: {flag} makes them fail the run)"
+    return line
+
+
+def metric_text(value: float | None) -> str:
+    """A recall, precision or accuracy as text: two decimals, `-` when there is none."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _count(n: int, noun: str) -> str:

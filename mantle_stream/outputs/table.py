@@ -22,11 +22,14 @@ from rich.text import Text
 
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.core.verdicts import VerdictRecord
+from mantle_stream.core.verdicts import ToolCallScores, ToolEntryResult, VerdictRecord
 from mantle_stream.outputs.report import (
+    ExpectedToolsSummary,
     Report,
     ReportConversation,
+    metric_text,
     notes,
+    tools_line,
     why_it_differs,
 )
 
@@ -89,11 +92,19 @@ def failure_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[Te
     deciding event and the assertion's ``file:line`` (when the scenario is known)."""
     where = {s.name: s for s in scenarios}
     failed = _failed(report)
-    if not failed:
+    gates = _failed_gates(report)
+    if not failed and not gates:
         return []
-    lines = [
-        Text(f"{len(failed)} failed assertion{'' if len(failed) == 1 else 's'}:", style="bold red")
-    ]
+    lines = (
+        [
+            Text(
+                f"{len(failed)} failed assertion{'' if len(failed) == 1 else 's'}:",
+                style="bold red",
+            )
+        ]
+        if failed
+        else []
+    )
     for conv, a in failed[:MAX_DIGEST]:
         at = "at the end" if a.decided_at is None else f"at sequence {a.decided_at}"
         found = _source(conv, a, where)
@@ -119,6 +130,28 @@ def failure_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[Te
                 style="dim",
             )
         )
+    if gates:
+        lines.append(
+            Text(
+                f"{len(gates)} failed gate entr{'y' if len(gates) == 1 else 'ies'} of "
+                "expected_tools (--tool-calls):",
+                style="bold red",
+            )
+        )
+    for conv_id, e in gates[:MAX_DIGEST]:
+        source = f"{e.file}:{e.line}  " if e.file and e.line else ""
+        lines.append(
+            Text.assemble(
+                "  ",
+                literal(source, "bold"),
+                (f"expected_tools #{e.index} {e.kind}", "cyan"),
+                " ",
+                verdict_text(e.verdict),
+                " in ",
+                literal(conv_id, "bold"),
+            )
+        )
+        lines.append(Text.assemble("    ", literal(e.reason)))
     return lines
 
 
@@ -233,6 +266,19 @@ def print_report(report: Report, scenarios: Iterable[Scenario] = ()) -> None:
         sys.stdout.flush()
 
 
+def _failed_gates(report: Report) -> list[tuple[str, ToolEntryResult]]:
+    """With --tool-calls, the gate entries that failed their conversation."""
+    if report.expected_tools is None or not report.expected_tools.gated:
+        return []
+    return [
+        (conv.conversation_id, e)
+        for conv in report.conversations
+        if conv.expected_tools is not None
+        for e in conv.expected_tools.entries
+        if e.gate and e.verdict == "failed"
+    ]
+
+
 class ReportTable:
     """A table per conversation (a row per scenario for a big replay), the failure
     digest, then the summary and what else a person should know."""
@@ -245,6 +291,9 @@ class ReportTable:
         parts: list[Table | Text] = []
         if len(self.report.conversations) > MAX_DETAILED:
             parts.append(self._by_scenario())
+            by_scenario = self._tools_by_scenario()
+            if by_scenario is not None:
+                parts.extend([Text(""), by_scenario])
         else:
             parts.extend(self._by_conversation())
             if any(s.runs > 1 for s in self.report.scenarios):
@@ -256,6 +305,9 @@ class ReportTable:
         if digest:
             parts.extend([Text(""), *digest, Text("")])
         parts.append(summary_text(self.report))
+        tools = self.report.expected_tools
+        if tools is not None:
+            parts.append(_tools_line(tools))
         parts.extend(Text(line, style="yellow") for line in notes(self.report))
         yield Group(*parts)
 
@@ -283,6 +335,26 @@ class ReportTable:
                 _yes_no(s.pass_hat_k),
                 _yes_no(s.pass_at_k),
                 str(by_name.get(s.scenario, 0)),
+            )
+        return table
+
+    def _tools_by_scenario(self) -> Table | None:
+        """A row per expected_tools entry of each scenario, across its runs."""
+        tools = self.report.expected_tools
+        if tools is None or not tools.scenarios:
+            return None
+        table = Table(title="expected tools by scenario", title_justify="left")
+        for name in ("scenario", "#", "entry", "verdict", "failed runs", "recall", "precision"):
+            table.add_column(name, justify="left" if name in ("scenario", "entry") else "right")
+        for e in tools.scenarios:
+            table.add_row(
+                literal(e.scenario),
+                str(e.index),
+                _entry_label(e.kind, e.gate),
+                verdict_text(e.verdict) if e.verdict in MARKS else Text(e.verdict, style="yellow"),
+                f"{e.failed}/{e.judged}",
+                metric_text(e.recall),
+                metric_text(e.precision),
             )
         return table
 
@@ -318,6 +390,8 @@ class ReportTable:
                     str(a.index), literal(a.kind), verdict_text(a.verdict), at, literal(a.reason)
                 )
             parts.append(table)
+            if conv.expected_tools is not None:
+                parts.append(_tools_table(conv.expected_tools))
             if conv.recorded is not None:
                 for d in conv.recorded.differences:
                     parts.append(
@@ -349,6 +423,47 @@ class ReportTable:
         if lines:
             lines.insert(0, Text(f"{len(lines)} flaky assertions:", style="bold yellow"))
         return lines
+
+
+def _entry_label(kind: str, gate: bool) -> str:
+    """``tool_group`` as ``group``, ``tool_called`` as ``called``; ``gate`` marked."""
+    return kind.removeprefix("tool_") + (" gate" if gate else "")
+
+
+def _tools_table(scores: ToolCallScores) -> Table:
+    """A conversation's expected_tools entries: Rasa's tool-call scores."""
+    table = Table(
+        title=Text.assemble(
+            "  expected tools: ",
+            f"recall {metric_text(scores.recall)}, precision {metric_text(scores.precision)}, ",
+            f"accuracy {metric_text(scores.accuracy)}",
+        ),
+        title_justify="left",
+        expand=False,
+    )
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("entry", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("turn", justify="right", no_wrap=True)
+    table.add_column("recall", justify="right", no_wrap=True)
+    table.add_column("precision", justify="right", no_wrap=True)
+    table.add_column("reason", overflow="fold")
+    for e in scores.entries:
+        table.add_row(
+            str(e.index),
+            _entry_label(e.kind, e.gate),
+            verdict_text(e.verdict),
+            "-" if e.turn is None else str(e.turn),
+            metric_text(e.recall),
+            metric_text(e.precision),
+            literal(e.reason),
+        )
+    return table
+
+
+def _tools_line(tools: ExpectedToolsSummary) -> Text:
+    """The summary of expected_tools (:func:`tools_line`), failed gates in colour."""
+    return Text(tools_line(tools), style="bold red" if tools.gated and tools.gates_failed else "")
 
 
 def _yes_no(value: bool | None) -> Text:

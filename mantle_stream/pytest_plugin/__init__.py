@@ -62,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "once an assertion failed, and what was still pending at its end is skipped",
     )
     group.addoption(
+        "--mantle-tool-calls",
+        action="store_true",
+        default=None,
+        help="judge tool calls as Rasa does with tool-call evaluation on: an item per "
+        "`gate: true` entry of goals.expected_tools, failing when the entry failed",
+    )
+    group.addoption(
         "--mantle-regex-timeout",
         metavar="SECONDS",
         help="how long one text_matches search may take on one message (default 0.05)",
@@ -82,6 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "mantle_stop_early",
         "a conversation is stopped once an assertion failed (see --mantle-stop-early)",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "mantle_tool_calls",
+        "an item per gate entry of goals.expected_tools (see --mantle-tool-calls)",
         type="bool",
         default=False,
     )

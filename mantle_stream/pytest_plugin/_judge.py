@@ -34,7 +34,7 @@ from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage
 from mantle_stream.feeds import Chunk, Feed, HttpOptions, Replies, open_feed
 from mantle_stream.feeds.sql import redact
-from mantle_stream.outputs.report import build_report, notes
+from mantle_stream.outputs.report import build_report, notes, tools_line
 from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["Judgement", "Run", "judge", "node_name", "run_names"]
@@ -242,6 +242,7 @@ def judge(
     stop_early: bool = False,
     regex_timeout: float | None = None,
     shown: str | None = None,
+    tool_calls: bool = False,
 ) -> Judgement:
     """Judge every conversation of ``sources`` against the scenarios, once.
 
@@ -249,6 +250,7 @@ def judge(
     stop at: a scenario file with problems, a source it cannot read, a bad
     event (a run needs every event judged), a feed with no conversation.
     ``shown`` names the sources in messages (by default the first, redacted).
+    ``tool_calls``: failed gate entries of expected_tools fail their conversation.
     """
     started = time.perf_counter()
     sources = list(sources)
@@ -309,7 +311,7 @@ def judge(
             f"{outcome.error}\nmantle_stream: stopped at the bad event: a pytest run "
             "judges every event (`mantle-stream check --on-bad-event=skip` shows the rest)"
         )
-    report = build_report(evaluator, recorded)
+    report = build_report(evaluator, recorded, tool_calls=tool_calls)
     if not report.conversations and not report.unmatched:
         raise MantleStreamError(f"the events of {shown} hold no conversation to judge")
     by_name: dict[str, list[ConversationResult]] = {s.name: [] for s in scenarios}
@@ -337,6 +339,8 @@ def judge(
         for s in scenarios
         if not runs[s.name]
     ]
+    if report.expected_tools is not None:
+        lines.append(tools_line(report.expected_tools, "--mantle-tool-calls"))
     lines += [line.translate(CONTROL_ESCAPES) for line in missing]
     # Errored assertions are errors of their items: not a note pointing at check's digest.
     lines += notes(replace(report, summary=replace(summary, errored=0)))

@@ -38,8 +38,9 @@ from mantle_stream.core.errors import MantleStreamError, ScenarioError
 from mantle_stream.core.recorded import RecordedRun, load_results
 from mantle_stream.core.scenario.load import load_scenarios, scenario_paths
 from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.core.verdicts import AssertionResult, ConversationResult
+from mantle_stream.core.verdicts import AssertionResult, ConversationResult, ToolEntryResult
 from mantle_stream.feeds.sql import redact
+from mantle_stream.outputs.report import metric_text
 from mantle_stream.pytest_plugin._judge import Judgement, judge, node_name
 from mantle_stream.pytest_plugin._settings import PLUGIN_NAME, Settings
 from mantle_stream.pytest_plugin._text import failure_text
@@ -122,6 +123,7 @@ class MantleSession:
                     results=s.results,
                     stop_early=s.stop_early,
                     regex_timeout=s.regex_timeout,
+                    tool_calls=s.tool_calls,
                     shown=shown[0] if len(shown) == 1 else f"{shown[0]} and {len(shown) - 1} more",
                 )
             except MantleStreamError as exc:
@@ -320,27 +322,42 @@ class RunNode(pytest.Collector):
         self.scenario = scenario
         self.result = result
 
-    def collect(self) -> Iterator[AssertionItem]:
-        kinds = _session_of(self).kind_markers
-        scenario, result = self.scenario, self.result
+    def collect(self) -> Iterator[AssertionItem | ToolGateItem]:
+        session = _session_of(self)
+        kinds = session.kind_markers
+        result = self.result
         for assertion in result.assertions:
             item: AssertionItem = AssertionItem.from_parent(
                 self, name=f"#{assertion.index} {assertion.kind}", assertion=assertion
             )
-            item.add_marker(
-                pytest.mark.mantle(
-                    scenario=scenario.name,
-                    file=scenario.stem,
-                    run=self.name,
-                    conversation=result.conversation_id,
-                    kind=assertion.kind,
-                )
-            )
+            item.add_marker(self._marker(assertion.kind))
             if assertion.kind in kinds:
                 item.add_marker(assertion.kind)
             if assertion.verdict == "skipped":
                 item.add_marker(pytest.mark.skip(reason=assertion.reason))
             yield item
+        tools = result.expected_tools
+        if session.settings.tool_calls and tools is not None:
+            for entry in tools.entries:
+                if not entry.gate:
+                    continue  # a metric only, in the terminal summary
+                gate: ToolGateItem = ToolGateItem.from_parent(
+                    self, name=f"expected_tools #{entry.index} {entry.kind}", entry=entry
+                )
+                gate.add_marker(self._marker(entry.kind))
+                if entry.verdict == "skipped":
+                    gate.add_marker(pytest.mark.skip(reason=entry.reason))
+                yield gate
+
+    def _marker(self, kind: str) -> pytest.MarkDecorator:
+        """The ``mantle`` marker of an item of this run (``-m`` selects by its fields)."""
+        return pytest.mark.mantle(
+            scenario=self.scenario.name,
+            file=self.scenario.stem,
+            run=self.name,
+            conversation=self.result.conversation_id,
+            kind=kind,
+        )
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, 0, self.name
@@ -383,10 +400,37 @@ class FailureRepr:
         return self.text
 
 
-class AssertionItem(pytest.Item):
-    """One assertion of one conversation: its verdict, decided when the sources were judged."""
+class _VerdictItem(pytest.Item):
+    """An item whose verdict was decided when the sources were judged: reported as its
+    text, at its line in the scenario file, never with a traceback."""
 
     parent: RunNode
+
+    @property
+    def line(self) -> int:
+        raise NotImplementedError
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.line - 1, self.nodeid.split("::", 1)[-1]
+
+    def failure_repr(self, text: str) -> TerminalRepr:
+        """The report of a failed or errored verdict: ``text``, no traceback."""
+        crash = _Crash(self.location[0], self.line, text.split("\n", 1)[0])
+        failure: Any = FailureRepr(text, crash)
+        return cast("TerminalRepr", failure)  # one by its methods
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, AssertionFailed):
+            return self.failure_repr(str(excinfo.value))
+        return super().repr_failure(excinfo, style)
+
+
+class AssertionItem(_VerdictItem):
+    """One assertion of one conversation: its verdict, decided when the sources were judged."""
 
     def __init__(self, *, assertion: AssertionResult, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -399,9 +443,6 @@ class AssertionItem(pytest.Item):
         if self.assertion.line is not None:
             return self.assertion.line
         return scenario.lines[index] if index < len(scenario.lines) else 1
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, self.line - 1, self.nodeid.split("::", 1)[-1]
 
     def text(self) -> str:
         """What a failed or errored verdict says."""
@@ -429,17 +470,33 @@ class AssertionItem(pytest.Item):
         if self.assertion.verdict == "failed":
             raise AssertionFailed(self.text())
 
-    def failure_repr(self, text: str) -> TerminalRepr:
-        """The report of a failed or errored verdict: ``text``, no traceback."""
-        crash = _Crash(self.location[0], self.line, text.split("\n", 1)[0])
-        failure: Any = FailureRepr(text, crash)
-        return cast("TerminalRepr", failure)  # one by its methods
 
-    def repr_failure(
-        self,
-        excinfo: pytest.ExceptionInfo[BaseException],
-        style: Any = None,
-    ) -> str | TerminalRepr:
-        if isinstance(excinfo.value, AssertionFailed):
-            return self.failure_repr(str(excinfo.value))
-        return super().repr_failure(excinfo, style)
+class ToolGateItem(_VerdictItem):
+    """A ``gate: true`` entry of ``goals.expected_tools`` in one conversation, with
+    ``--mantle-tool-calls``: it fails when the entry failed (Rasa's gated tool calls)."""
+
+    def __init__(self, *, entry: ToolEntryResult, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.entry = entry
+
+    @property
+    def line(self) -> int:
+        return self.entry.line or 1
+
+    def text(self) -> str:
+        e, run = self.entry, self.parent
+        turn = "no turn" if e.turn is None else f"turn {e.turn}"
+        return (
+            f"expected_tools #{e.index} {e.kind} (gate) {e.verdict} in {run.name} "
+            f"(conversation {run.result.conversation_id}): {e.reason}\n"
+            f"  {turn}, recall {metric_text(e.recall)}, precision {metric_text(e.precision)}\n"
+            f"  {self.location[0]}:{self.line}"
+        )
+
+    def setup(self) -> None:
+        if self.entry.verdict == "pending":
+            raise AssertionErrored(self.text())
+
+    def runtest(self) -> None:
+        if self.entry.verdict == "failed":
+            raise AssertionFailed(self.text())

@@ -31,6 +31,8 @@ class Settings:
     results: str | None = None
     stop_early: bool = False
     regex_timeout: float | None = None
+    #: An item per gate entry of expected_tools (--mantle-tool-calls).
+    tool_calls: bool = False
     #: Scenario paths given on the command line (--mantle-scenarios): they are
     #: collected whatever else the command line names.
     from_command_line: bool = False
@@ -93,6 +95,9 @@ def settings_of(config: pytest.Config) -> Settings | None:
     stop_early = options.mantle_stop_early
     if stop_early is None:
         stop_early = bool(config.getini("mantle_stop_early"))
+    tool_calls = options.mantle_tool_calls
+    if tool_calls is None:
+        tool_calls = bool(config.getini("mantle_tool_calls"))
     timeout_text = options.mantle_regex_timeout or config.getini("mantle_regex_timeout")
     regex_timeout: float | None = None
     if timeout_text:
@@ -114,5 +119,6 @@ def settings_of(config: pytest.Config) -> Settings | None:
         results=results,
         stop_early=stop_early,
         regex_timeout=regex_timeout,
+        tool_calls=tool_calls,
         from_command_line=bool(cli_scenarios),
     )

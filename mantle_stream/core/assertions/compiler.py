@@ -4,7 +4,8 @@ Third stage of the pipeline. :func:`compile_scenario` turns a validated
 :class:`~mantle_stream.core.scenario.model.Scenario` into a :class:`Plan`: for each
 assertion a machine class and its immutable plan, and one routing table
 that maps an event's payload type and key (skill id, memory name, tool name)
-to the assertion indices that can react to it. A Plan is built once per
+to the assertion indices that can react to it, and the scenario's
+``expected_tools`` as a :class:`~.tool_scores.ToolsPlan`. A Plan is built once per
 scenario and shared by every conversation judged against it.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from mantle_stream.core.assertions.base import UNTOUCHED, CompileContext, Compiled, Machine, Route
 from mantle_stream.core.assertions.registry import KINDS
+from mantle_stream.core.assertions.tool_scores import ToolsPlan
 from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.events import model as ev
@@ -43,6 +45,7 @@ class Plan:
     """A compiled scenario: shared, immutable after construction."""
 
     __slots__ = (
+        "expected_tools",
         "factories",
         "file",
         "fresh_failures",
@@ -79,6 +82,8 @@ class Plan:
         self.fresh_failures = tuple(i for i, (passed, _) in enumerate(outcomes) if not passed)
         self.fresh_states = tuple(m.state() for m in fresh)
         self.untouched: tuple[Any, ...] = (UNTOUCHED,) * len(fresh)
+        # `goals.expected_tools`, judged beside the assertions (see .tool_scores).
+        self.expected_tools = ToolsPlan(scenario) if scenario.expected_tools else None
 
     def machine(self, index: int) -> Machine:
         """A fresh machine for one assertion (created on its first routed event)."""

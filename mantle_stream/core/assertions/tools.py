@@ -41,6 +41,7 @@ __all__ = [
     "ToolMatcher",
     "ToolWindow",
     "ToolsWithinOneTurnCheck",
+    "augment",
 ]
 
 #: Mantle's framework tools, recognised by name whatever their source (the engine
@@ -390,7 +391,7 @@ class ToolWindow(Machine):
         elif mask:
             if self.slots is None:
                 self.slots = [0] * full
-            if _augment(self.slots, mask, 0) == -1:
+            if augment(self.slots, mask, 0) == -1:
                 self.matched += 1
         if self.matched == full:
             if plan.allow_extra:
@@ -465,7 +466,7 @@ def _why(broken: tuple[str, int] | str | None) -> str | None:
     return f"the turn had an extra call `{name}`"
 
 
-def _augment(slots: list[int], mask: int, seen: int) -> int:
+def augment(slots: list[int], mask: int, seen: int) -> int:
     """Kuhn's augmenting path: place a run with call-mask ``mask`` into ``slots``.
 
     Returns the updated ``seen`` bitmask of calls visited, or -1 on success.
@@ -482,7 +483,7 @@ def _augment(slots: list[int], mask: int, seen: int) -> int:
                 slots[i] = mask
                 return -1
             slots[i] = 0
-            result = _augment(slots, holder, seen)
+            result = augment(slots, holder, seen)
             if result == -1:
                 slots[i] = mask
                 return -1

@@ -25,6 +25,7 @@ from mantle_stream.core.errors import UsageError
 from mantle_stream.core.verdicts import (
     Decision,
     Occurrence,
+    ToolCallScores,
 )
 
 __all__ = ["Checkpoint", "Checkpoints", "ConversationState"]
@@ -50,6 +51,9 @@ class ConversationState(msgspec.Struct, frozen=True):
     first_time: float | str | None = None  # timestamps of its first and last applied events
     last_time: float | str | None = None
     turn_starts: list[int] = []  # the sequence of each turn's user message
+    # Its scenario's expected_tools: the scorer's state while open, the scores once ended.
+    expected_tools: list[Any] | None = None
+    tool_scores: ToolCallScores | None = None
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -129,6 +133,8 @@ class Checkpoints:
             first_time=conv.first_time,  # type: ignore[arg-type]
             last_time=conv.last_time,  # type: ignore[arg-type]
             stopped=conv.stopped,
+            expected_tools=None if conv.tools is None else conv.tools.state(),
+            tool_scores=conv.tool_scores,
         )
 
     def restore_conversation(self, state: ConversationState) -> None:
@@ -169,6 +175,10 @@ class Checkpoints:
                 elif machine_state != plan.fresh_states[index]:
                     machine = conv.machines[index] = plan.machine(index)
                     machine.restore(machine_state)
+        conv.tool_scores = state.tool_scores
+        if state.expected_tools is not None and plan.expected_tools is not None:
+            conv.tools = plan.expected_tools.scorer()
+            conv.tools.restore(state.expected_tools)
         conv.pending = sum(1 for r in conv.results if r is None)
         conv.failed = any(r is not None and r.verdict == "failed" for r in conv.results)
         if conv.cid not in self._convs:
@@ -235,8 +245,16 @@ class Checkpoints:
         )
 
     def _fingerprints(self) -> list[str]:
+        # (expected_tools only when there are some: older checkpoints stay valid)
         return [
-            hashlib.sha256(msgspec.json.encode(p.scenario.assertions)).hexdigest()[:16]
+            hashlib.sha256(
+                msgspec.json.encode(p.scenario.assertions)
+                + (
+                    msgspec.json.encode(p.scenario.expected_tools)
+                    if p.scenario.expected_tools
+                    else b""
+                )
+            ).hexdigest()[:16]
             for p in self._plans
         ]
 

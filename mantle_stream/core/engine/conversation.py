@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from mantle_stream.core.assertions.compiler import Plan
+from mantle_stream.core.assertions.tool_scores import ToolScorer
 from mantle_stream.core.errors import EventError
 from mantle_stream.core.events.model import (
     Event,
@@ -22,6 +23,7 @@ from mantle_stream.core.events.model import (
 )
 from mantle_stream.core.verdicts import (
     Decision,
+    ToolCallScores,
 )
 
 __all__ = [
@@ -147,6 +149,8 @@ class Conversation:
         "requested",
         "results",
         "stopped",
+        "tool_scores",
+        "tools",
         "turn",
         "turn_starts",
         "unsequenced",
@@ -163,6 +167,9 @@ class Conversation:
         self.turn = 0
         self.turn_starts: list[int] = []  # the sequence of each turn's user message
         self.armed: list[int] = []  # machines to show the next turn-starting user event
+        # Its scenario's expected_tools: scored from its first tool run, final at its end.
+        self.tools: ToolScorer | None = None
+        self.tool_scores: ToolCallScores | None = None
         self.finished = False
         self.stopped: Decision | None = None  # the simulator was told to stop, after this
         self.owner: object = None  # the connection whose conversation it is (see push_chunk)

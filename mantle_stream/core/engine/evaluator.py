@@ -62,6 +62,7 @@ from mantle_stream.core.verdicts import (
     Decision,
     Occurrence,
     Statistics,
+    ToolCallScores,
     Verdict,
 )
 
@@ -526,6 +527,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                                 conv.turn_starts.append(seq)
                             if conv.armed:  # machines that asked to see this boundary
                                 self._end_of_turn(conv, payload, seq, out)
+                            if conv.tools is not None and conv.tools.armed:
+                                conv.tools.end_turn(seq)  # a tool group's perfect turn ended
                     route = plan.routes.get(cls)
                     if route is not None:
                         getter, keyed, wild = route
@@ -553,6 +556,11 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                                         conv.armed.append(index)
                                     else:
                                         decide(conv, index, outcome[0], seq, outcome[1], out)
+                    if cls is ToolExecuted and plan.expected_tools is not None:
+                        scorer = conv.tools
+                        if scorer is None:
+                            scorer = conv.tools = plan.expected_tools.scorer()
+                        scorer.step(payload, value[0], conv.turn, seq)
                     if cls is SessionEnded:
                         conv.last_time = event.timestamp  # (not kept per event: it costs)
                         self._drop_held(conv)
@@ -713,6 +721,10 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             if conv.stopped is not None:
                 self._skip_pending(conv, out)
             self._settle(conv, plan, out)
+            if plan.expected_tools is not None:
+                scorer = conv.tools or plan.expected_tools.scorer()
+                conv.tool_scores = scorer.scores(finished=True, stopped=conv.stopped is not None)
+                conv.tools = None
             if conv.failed:
                 self._failed += 1
             else:
@@ -965,4 +977,16 @@ def _result_of(conv: Conversation) -> ConversationResult:
         if started is not None and type(last) is float
         else None,
         tuple(conv.turn_starts),
+        _tool_scores(conv, plan),
     )
+
+
+def _tool_scores(conv: Conversation, plan: Plan) -> ToolCallScores | None:
+    """The conversation's expected_tools scores: final once it ended, else what has
+    passed so far."""
+    if plan.expected_tools is None:
+        return None
+    if conv.tool_scores is not None:
+        return conv.tool_scores
+    scorer = conv.tools or plan.expected_tools.scorer()
+    return scorer.scores(finished=False)

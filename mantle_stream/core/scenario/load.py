@@ -2,7 +2,9 @@
 
 :mod:`.source` gives a node tree with positions; this module checks the
 document's shape (``scenario``, ``name``, ``simulation_context``, ``setup``,
-``goals``) and hands each assertion to its kind's validation (see
+``goals``), reads ``goals.expected_tools`` (see
+:mod:`mantle_stream.core.assertions.expected_tools`) and hands each assertion
+to its kind's validation (see
 :mod:`mantle_stream.core.assertions.registry`), which checks it against the
 assertion reference (required, optional and rejected keys, types, ``null``
 values, the ``session.`` prefix, sequencing restrictions, regular
@@ -16,11 +18,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from mantle_stream.core.assertions.base import Checker
+from mantle_stream.core.assertions.expected_tools import read_expected_tools
 from mantle_stream.core.assertions.registry import KINDS
 from mantle_stream.core.errors import ScenarioError
 from mantle_stream.core.scenario import checker as _checker
 from mantle_stream.core.scenario.diagnostics import WHOLE_FILE, Diagnostic
-from mantle_stream.core.scenario.model import Check, Scenario
+from mantle_stream.core.scenario.model import Check, ExpectedToolsEntry, Scenario
 from mantle_stream.core.scenario.source import YamlProblem, YNode, compose, describe, to_plain
 
 __all__ = [
@@ -77,15 +80,21 @@ def _scenario(c: Checker, root: YNode | None) -> Scenario | None:
                 if c.mapping(slots_node, "`initial_slots`") is not None:
                     slots = to_plain(slots_node)
     criteria: list[str] = []
+    tools: list[ExpectedToolsEntry] = []
+    tool_lines: list[int] = []
     assertions: list[Check] = []
     lines: list[int] = []
     if "goals" in body:
         goals_key, goals_node = body["goals"]
         goals = c.mapping(goals_node, "`goals`")
         if goals is not None:
-            c.keys(goals_key, goals, "`goals`", optional=("criteria", "assertions"))
+            c.keys(
+                goals_key, goals, "`goals`", optional=("criteria", "assertions", "expected_tools")
+            )
             if "criteria" in goals:
                 criteria = _criteria(c, goals["criteria"][1])
+            if "expected_tools" in goals:
+                tools, tool_lines = read_expected_tools(c, goals["expected_tools"][1])
             if "assertions" in goals:
                 items = goals["assertions"][1]
                 if items.value is None:
@@ -109,6 +118,8 @@ def _scenario(c: Checker, root: YNode | None) -> Scenario | None:
         criteria=tuple(criteria),
         path=c.path,
         lines=tuple(lines),
+        expected_tools=tuple(tools),
+        expected_tools_lines=tuple(tool_lines),
     )
 
 
