@@ -81,3 +81,15 @@ def test_strict_does_not_fail_the_examples_for_the_gap_expected_md_calls_normal(
         "mantle-stream: warning: 1 gap in `sequence` given up on (normal when the agent's "
         f"sequences skip numbers): `{GAPPY}` sequences 36-37\n"
     ) in proc.stderr
+
+
+def test_strict_names_where_events_of_unknown_kinds_were(tmp_path: Path) -> None:
+    feed = tmp_path / "feed.jsonl"
+    newer = json.dumps({"conversation_id": "c-9", "sequence": 0, "new_kind": {}})
+    feed.write_text(CARD_EVENTS.read_text() + newer + "\n")
+    proc = run_cli("check", CARD, "--events", str(feed), "--strict", "--format", "json")
+    assert proc.returncode == 2
+    assert "--strict: 1 event of unknown kinds (`c-9` sequence 0)\n" in proc.stderr
+    assert json.loads(proc.stdout)["warnings"]["occurrences"] == [
+        {"warning": "unknown_kinds", "conversation_id": "c-9", "sequence": 0}
+    ]

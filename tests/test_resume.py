@@ -449,9 +449,10 @@ def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: P
     assert not state.exists()
 
 
-def test_a_resumed_run_counts_late_events_and_bad_lines_once() -> None:
+def test_a_resumed_run_counts_and_names_late_events_unknown_kinds_and_bad_lines_once() -> None:
     late = b'{"conversation_id":"%s","sequence":999,"user":{}}\n' % CARD_OK.encode()
-    feed = b"".join(LINES) + late + b"{oops\n"
+    newer = b'{"conversation_id":"%s","sequence":998,"new_kind":{}}\n' % CARD_OK.encode()
+    feed = b"".join(LINES) + newer + late + b"{oops\n"
     first = evaluator()
     first.push_chunk(feed, on_bad=lambda e: None)
     clean = report_of(first)
@@ -463,8 +464,13 @@ def test_a_resumed_run_counts_late_events_and_bad_lines_once() -> None:
     # (Not finished: the gap's events are still held, so no gap is counted yet.)
     assert clean["warnings"] == {
         "bad_events": 1,
-        "late_events": 1,
-        "occurrences": [{"warning": "late_events", "conversation_id": CARD_OK, "sequence": 999}],
+        "late_events": 2,  # the newer kind came after the end too
+        "unknown_kinds": {"new_kind": 1},
+        "occurrences": [
+            {"warning": "late_events", "conversation_id": CARD_OK, "sequence": 998},
+            {"warning": "late_events", "conversation_id": CARD_OK, "sequence": 999},
+            {"warning": "unknown_kinds", "conversation_id": CARD_OK, "sequence": 998},
+        ],
     }
     assert resumed.statistics().events == clean_events
 

@@ -253,8 +253,9 @@ MAX_OCCURRENCES = 100
 class Occurrence(msgspec.Struct, frozen=True, omit_defaults=True):
     """Where one of the feed's irregularities happened: the conversation and sequence
     of a gap given up on (``sequence`` to ``last``), a late, duplicate or foreign
-    event. ``warning`` is the report's counter it adds to (``gaps``, ``late_events``,
-    ``duplicates``, ``foreign_events``)."""
+    event, or one of a kind this version does not know. ``warning`` is the report's
+    counter it adds to (``gaps``, ``late_events``, ``duplicates``, ``foreign_events``,
+    ``unknown_kinds``)."""
 
     warning: str
     conversation_id: str

@@ -129,7 +129,7 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     # Conversations asked for by id that the source could not give (a Rasa server
     # that kept failing, or answered another's tracker), with why: not judged.
     unread: dict[str, str] = {}
-    # Where each gap, late, duplicate and foreign event counted above was: its
+    # Where each gap, late, duplicate, foreign and unknown event counted above was: its
     # conversation and sequence (the first MAX_OCCURRENCES of each warning).
     occurrences: list[Occurrence] = []
 
@@ -686,9 +686,10 @@ def notes(report: Report) -> list[str]:
         )
     if w.unknown_kinds:
         n = sum(w.unknown_kinds.values())
+        where = _where(w, "unknown_kinds")
         lines.append(
             f"{_count(n, 'event')} of kinds this version does not know skipped "
-            f"({_named(w.unknown_kinds)})"
+            f"({_named(w.unknown_kinds)})" + (f": {where}" if where else "")
         )
     if w.refused_clients:
         n = sum(w.refused_clients.values())
@@ -740,7 +741,12 @@ def strict_problems(report: Report) -> list[str]:
             where = _where(w, warning)
             problems.append(_count(count, noun) + (f" ({where})" if where else ""))
     if w.unknown_kinds:
-        problems.append(_count(sum(w.unknown_kinds.values()), "event") + " of unknown kinds")
+        where = _where(w, "unknown_kinds")
+        problems.append(
+            _count(sum(w.unknown_kinds.values()), "event")
+            + " of unknown kinds"
+            + (f" ({where})" if where else "")
+        )
     if w.unread:
         problems.append(_count(len(w.unread), "conversation") + " not read")
     return problems

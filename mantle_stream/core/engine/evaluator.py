@@ -594,18 +594,22 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         :class:`Event` pushed as it is) the event is checked as it stands.
         """
         if known is not None:
-            return event, known
+            return event, known  # (noted when it first arrived)
         decoder = self._decoder
         unset = all(getattr(event, name) is None for name in PAYLOAD_FIELDS)
         if unset and event.event is None and decoder.learned_kind(event):
-            return event, UNKNOWN  # a newer kind, decoded as a field of its own
-        try:
-            if lines is None:
-                payload_of(event)  # raises: pushed as an Event
-                raise AssertionError("an event without exactly one payload")
-            return decoder.classify(event, lines.line(index), line_no, unset)
-        except EventError as exc:
-            raise Irregular(exc, position) from None
+            payload: Payload = UNKNOWN  # a newer kind, decoded as a field of its own
+        else:
+            try:
+                if lines is None:
+                    payload_of(event)  # raises: pushed as an Event
+                    raise AssertionError("an event without exactly one payload")
+                event, payload = decoder.classify(event, lines.line(index), line_no, unset)
+            except EventError as exc:
+                raise Irregular(exc, position) from None
+        if payload is UNKNOWN:
+            self._note("unknown_kinds", event.conversation_id, event.sequence)
+        return event, payload
 
     def _end_of_turn(
         self, conv: Conversation, payload: Payload, seq: int | None, out: list[Decision]
