@@ -13,8 +13,9 @@ difference of the two distributions' median and p99. The simulator waits
 ``--think`` seconds between a reply and its next message (an LLM user takes
 seconds; 0.02 s here is enough for the gate's tracker read to finish first);
 with ``--think 0`` the next message waits for that read too, and the row says
-so. Then ``--runs`` runs at once through the gate: every one must end with
-no error, stopped exactly where a run alone is.
+so. Then ``--runs`` runs at once through the gate, ``--crowd-think`` seconds (3)
+between turns (an LLM user's pace; Rasa plays at most 8 at once): every one
+must end with no error, stopped exactly where a run alone is.
 """
 
 from __future__ import annotations
@@ -146,7 +147,8 @@ async def main(args: argparse.Namespace) -> None:
     stopped_alone = {r.conversation_id.rsplit("-", 1)[0] for r in alone if r.stopped}
     many = _runs(recorded, -(-args.runs // 14))[: args.runs]
     started = time.perf_counter()
-    _, whole = await _through(many, recorded, gate=True, think=args.think, concurrency=args.runs)
+    _, whole = await _through(many, recorded, gate=True, think=args.crowd_think,
+                              concurrency=args.runs)  # fmt: skip
     took = time.perf_counter() - started
     report = msgspec.convert(whole["gate"], GateReport)
     wrong = [r.conversation_id for r in many
@@ -155,6 +157,8 @@ async def main(args: argparse.Namespace) -> None:
           f"{report.stopped} stopped, {report.turns_not_played} turns not played, "
           f"{len(report.problems)} problems, "
           f"{len(wrong)} stopped otherwise than alone")  # fmt: skip
+    for problem in report.problems:
+        print(f"  problem: {problem}")
     if report.problems or wrong or report.runs != len(many):
         raise SystemExit("concurrent runs went wrong")
 
@@ -165,6 +169,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=8, help="each example run played N times")
     parser.add_argument("--runs", type=int, default=200, help="runs at once, at the end")
     parser.add_argument("--think", type=float, default=0.02, help="seconds between turns")
+    parser.add_argument("--crowd-think", type=float, default=3.0,
+                        help="seconds between turns of the concurrent runs")  # fmt: skip
     arguments = parser.parse_args()
     if arguments.quick:
         arguments.rounds, arguments.runs = 1, 20

@@ -149,7 +149,12 @@ class Gate:
         import uvicorn
 
         timeout = httpx.Timeout(self.options.upstream_timeout, connect=10.0)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
+        # Idle connections to the agent are let go of well before an agent server's own
+        # keep-alive timeout (5 s for Sanic, Rasa's, and uvicorn): a request sent on a
+        # connection the agent is closing at that moment would fail.
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=200, keepalive_expiry=2.0
+        )
         transport = httpx.AsyncHTTPTransport(
             limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
         )
