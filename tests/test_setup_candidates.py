@@ -3,11 +3,16 @@ docs/semantics.md states, one to one, seed fields under bare names."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
+from mantle_stream.core.engine.evaluator import Evaluator
+from mantle_stream.core.recorded import load_results
+from mantle_stream.core.scenario.load import load_scenarios
+from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.setup import RunSetup, candidates
 from mantle_stream.testing import scenario
 
@@ -83,3 +88,38 @@ def test_equal_setups_leave_several_candidates() -> None:
 def test_the_simulators_own_metadata_is_not_a_slot() -> None:
     setup = _setup({"scenario": "auth"})
     assert setup.metadata == {} and [s.name for s in candidates([NONE], setup)] == ["none"]
+
+
+# ---------------------------------------------------------------- on an event source
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "eval"
+
+
+def _examples(scenarios: list[Scenario]) -> Evaluator:
+    evaluator = Evaluator(scenarios)
+    evaluator.push_chunk((EXAMPLES / "events" / "all.jsonl").read_bytes())
+    evaluator.finish_all()
+    return evaluator
+
+
+def test_with_several_scenarios_each_run_is_judged_against_the_one_its_setup_matches() -> None:
+    """No results folder, no metadata: the memory writes before each run's first user
+    message (its initial slots) tell the five example scenarios apart."""
+    scenarios = load_scenarios([str(EXAMPLES / "scenarios")])
+    recorded = load_results(EXAMPLES / "results" / "2026-12-01T09-00-00")
+    stems = {s.name: s.stem for s in scenarios}
+    evaluator = _examples(scenarios)
+    assert evaluator.unmatched() == []
+    judged = {r.conversation_id: stems[r.scenario or ""] for r in evaluator.results()}
+    assert len(judged) == 13
+    assert judged == {cid: recorded[cid].scenario for cid in judged}
+
+
+def test_runs_whose_setup_matches_several_scenarios_are_reported_with_them() -> None:
+    [card] = load_scenarios([str(EXAMPLES / "scenarios" / "card_replace_damaged.yml")])
+    twin = msgspec.structs.replace(card, name="A twin", path="<twin>")
+    other = load_scenarios([str(EXAMPLES / "scenarios" / "fraud_report.yml")])
+    evaluator = _examples([card, twin, *other])
+    ambiguous = [u for u in evaluator.unmatched() if u.candidates]
+    assert ambiguous and all(sorted(u.candidates) == ["A twin", card.name] for u in ambiguous)
+    assert not [r for r in evaluator.results() if r.scenario in (card.name, "A twin")]

@@ -11,7 +11,13 @@ runs apart on the wire is their setup (``evaluate_agent`` splits a scenario's
 * every other entry is posted to ``/conversations/{id}/tracker/events`` as a
   ``slot`` event named **exactly** as the scenario writes the key.
 
-A scenario is a *candidate* for a run when its ``initial_slots`` and what the
+On an event source (``check``, ``watch``) the posted slot events are not
+seen; the run's memory writes before its first user message are
+(:func:`shown_by_events`), and so are writes no scenario names (defaults,
+``system.channel``): there a scenario is a candidate when each of its
+entries is among them (``one_to_one=False``).
+
+At the gate, a scenario is a *candidate* for a run when its ``initial_slots`` and what the
 run showed match one to one: every entry the run showed is one of the
 scenario's, with an equal value (:func:`~mantle_stream.core.values.strict_equal`),
 and the scenario has no entry the run did not show. A run's metadata other
@@ -25,13 +31,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mantle_stream.core.errors import EventError
+from mantle_stream.core.events.model import Event, MemorySet, Payload, parse_json_value
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.values import strict_equal
 
-__all__ = ["PROJECT_PREFIX", "RunSetup", "candidates"]
+__all__ = ["PROJECT_PREFIX", "SESSION_METADATA", "RunSetup", "candidates", "shown_by_events"]
 
 #: The scope of project memory fields: a seed field's key may carry it or not.
 PROJECT_PREFIX = "project."
+#: The memory key Mantle records a session's start metadata under.
+SESSION_METADATA = "session_started_metadata"
 #: Metadata keys of the simulator's own, not the scenario's.
 _SIMULATOR_KEYS = frozenset({"is_simulation", "scenario"})
 
@@ -73,13 +83,38 @@ def _matches(key: str, value: Any, setup: RunSetup, used: set[tuple[str, str]]) 
     return False
 
 
-def is_candidate(scenario: Scenario, setup: RunSetup) -> bool:
+def is_candidate(scenario: Scenario, setup: RunSetup, *, one_to_one: bool = True) -> bool:
     used: set[tuple[str, str]] = set()
     if not all(_matches(k, v, setup, used) for k, v in scenario.initial_slots.items()):
         return False
-    return len(used) == len(setup.slots) + len(setup.metadata)
+    return not one_to_one or len(used) == len(setup.slots) + len(setup.metadata)
 
 
-def candidates(scenarios: Iterable[Scenario], setup: RunSetup) -> list[Scenario]:
-    """The scenarios whose ``initial_slots`` match what the run showed, one to one."""
-    return [s for s in scenarios if is_candidate(s, setup)]
+def candidates(
+    scenarios: Iterable[Scenario], setup: RunSetup, *, one_to_one: bool = True
+) -> list[Scenario]:
+    """The scenarios whose ``initial_slots`` match what the run showed: one to one (what
+    the gate saw on the wire), or, with ``one_to_one=False``, each entry of the
+    scenario's among what the run showed (its events, which hold more writes)."""
+    return [s for s in scenarios if is_candidate(s, setup, one_to_one=one_to_one)]
+
+
+def shown_by_events(events: Iterable[tuple[Event, Payload]]) -> RunSetup:
+    """A run's setup as its events show it before its first real user message (on an
+    event source, where the posted slot events are not seen): the session-start
+    metadata Mantle records as the memory write ``session_started_metadata`` (its
+    seed fields), and the last value written to each other memory key (the initial
+    slots, written before the first turn)."""
+    setup = RunSetup()
+    for _, payload in events:
+        if type(payload) is MemorySet:
+            try:
+                value = parse_json_value(payload.value_json, "`memory_set.value_json`")
+            except EventError:
+                continue  # judged as a bad event when applied
+            if payload.key == SESSION_METADATA:
+                if isinstance(value, dict):
+                    setup.session_start(value)
+            else:
+                setup.slots[payload.key] = value
+    return setup

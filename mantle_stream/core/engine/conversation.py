@@ -80,6 +80,8 @@ class UnmatchedConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     scenario: str | None
     events: int
     did_you_mean: str | None = None
+    # Several scenarios' initial slots matched its setup, and nothing named one of them.
+    candidates: tuple[str, ...] = ()
 
 
 class Irregular(Exception):
@@ -126,6 +128,7 @@ class Conversation:
         "armed",
         "buffer",
         "buffered",
+        "candidates",
         "cid",
         "events",
         "failed",
@@ -178,6 +181,8 @@ class Conversation:
         # (event, payload) held until the scenario is named
         self.buffer: list[tuple[Event, Payload]] | None = None
         self.buffered = 0  # bytes in it (as JSON)
+        # The scenarios its setup matched at its first user message (several: it waits on)
+        self.candidates: tuple[str, ...] | None = None
         # Ordering: events are applied in `sequence` order. `last_seq` is the
         # last applied (everything at or below it is a duplicate or too late);
         # `held` keeps events that arrived after a gap, at most the reorder

@@ -26,8 +26,11 @@ from mantle_stream.core.events.model import (
     Event,
     Payload,
     SessionEnded,
+    User,
     metadata_field,
+    starts_turn,
 )
+from mantle_stream.core.setup import candidates, shown_by_events
 from mantle_stream.core.verdicts import (
     Decision,
 )
@@ -94,6 +97,15 @@ class ScenarioChoice:
         """
         name = metadata_field(event.metadata, "scenario") if conv.naming == Naming.WAITING else None
         plan = self._by_name.get(name) if isinstance(name, str) else None
+        if (
+            plan is None
+            and name is None
+            and conv.candidates is None
+            and conv.naming == Naming.WAITING
+            and type(payload) is User
+            and starts_turn(payload.text)
+        ):
+            plan = self._candidate(conv)
         if plan is None:
             if isinstance(name, str):
                 conv.naming, conv.requested = Naming.NOT_LOADED, name  # not loaded: never judged
@@ -117,6 +129,15 @@ class ScenarioChoice:
             return None
         self._judge_with(conv, plan, out)
         return plan
+
+    def _candidate(self, conv: Conversation) -> Plan | None:
+        """At its first real user message: the one scenario whose initial slots its setup
+        matches, if one alone does (the others are kept to report it by)."""
+        setup = shown_by_events(conv.buffer or [])
+        found = candidates([p.scenario for p in self._by_name.values()], setup, one_to_one=False)
+        names = tuple(dict.fromkeys(s.name for s in found))
+        conv.candidates = names
+        return self._by_name[names[0]] if len(names) == 1 else None
 
     def _judge_with(self, conv: Conversation, plan: Plan, out: list[Decision]) -> None:
         """A waiting conversation's scenario is known: its buffered events are applied."""
@@ -166,6 +187,7 @@ class ScenarioChoice:
             _closest(conv.requested, self._by_name)
             if conv.naming == Naming.NOT_LOADED and conv.requested
             else None,
+            conv.candidates or () if conv.naming != Naming.NOT_LOADED else (),
         )
 
     def other_scenarios(self) -> dict[str, int]:
