@@ -42,11 +42,18 @@ SERVER_FIXTURES = {"kafka_broker", "postgres"}
 NEEDED = "real_component"
 
 
+#: pytest-timeout's limit for a ``slow`` test that sets none of its own: the long
+#: property runs take 2 to 7 minutes on a busy 2-core machine (120 s is the rest's).
+SLOW_TIMEOUT = 900
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & SERVER_FIXTURES or item.get_closest_marker("real_component"):
             item.add_marker(pytest.mark.integration)
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -359,7 +359,9 @@ def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -
          "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
-    time.sleep(2)
+    # 400 regex searches of 0.05 s over two workers take 10 s at the least: 4 s
+    # leave the workers time to start on a busy machine (other tests in parallel).
+    time.sleep(4)
     assert process.poll() is None, "the run ended before it could be interrupted"
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
