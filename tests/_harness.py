@@ -19,6 +19,7 @@ Its own tests are in ``test_harness.py``.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -32,6 +33,7 @@ import pytest
 
 import mantle_stream as ms
 from mantle_stream import testing as built
+from mantle_stream.cli import main
 
 __all__ = [
     "TYPED_VALUES",
@@ -487,3 +489,41 @@ def check_golden(name: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     assert path.exists(), f"{path.name} is missing; run with UPDATE_GOLDEN=1 and read it"
     assert text == path.read_text(encoding="utf-8")
+
+
+def run_cli_in_process(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    """``mantle-stream ARGS`` called in this process (``cli.main``), from the
+    repository: the exit status, standard output and error :func:`run_cli` gives,
+    without starting Python and importing the package again.
+
+    For tests where a process of its own adds nothing: no signals, terminals,
+    workers or time limits. Every command keeps tests that run it as a subprocess
+    (:func:`run_cli`), the surface users have."""
+    out, err = (
+        io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors=errors)
+        for errors in ("strict", "backslashreplace")  # as Python's own streams
+    )
+    saved, cwd = (sys.stdin, sys.stdout, sys.stderr), os.getcwd()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    sys.stdout, sys.stderr = out, err
+    os.chdir(REPOSITORY)
+    try:
+        status: int | str | None = main(list(args))
+    except SystemExit as exc:  # argparse's usage errors, --help, --version
+        status = exc.code
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        os.chdir(cwd)
+    if isinstance(status, str):  # as the interpreter does with SystemExit("message")
+        print(status, file=err)
+    code = status if isinstance(status, int) else 0 if status is None else 1
+    return subprocess.CompletedProcess(["mantle-stream", *args], code, _text(out), _text(err))
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    """What was written to ``stream``, read as ``subprocess.run(text=True)`` reads
+    a pipe (universal newlines)."""
+    stream.flush()
+    raw = stream.buffer
+    assert isinstance(raw, io.BytesIO)
+    return raw.getvalue().decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # each one a script in its own process
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 # script → a column heading of each table it prints
@@ -39,7 +41,16 @@ def test_every_benchmark_script_is_smoke_tested_or_excused() -> None:
     assert scripts - NOT_HERE.keys() == set(TABLES)
 
 
-@pytest.mark.parametrize("script", sorted(TABLES), ids=lambda s: s.removesuffix(".py"))
+# Each of these takes 10 to 20 s of CPU even in --quick mode: run in the slow set
+# (.ci/run runs it after the main command), so the test command stays short.
+SLOW = {"workers.py", "memory.py", "sql_store.py", "kafka.py"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in sorted(TABLES)],
+    ids=lambda s: s.removesuffix(".py"),
+)
 def test_benchmark_runs_quick_and_prints_its_tables(script: str) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick"],
@@ -55,6 +66,7 @@ def test_benchmark_runs_quick_and_prints_its_tables(script: str) -> None:
         assert any(heading in line for line in headers), f"no `{heading}` in:\n{done.stdout}"
 
 
+@pytest.mark.slow
 def test_the_long_lived_soak_runs_quick_and_every_verdict_equals_the_offline_one() -> None:
     # 20,000 conversations through one real listener with --state and --jsonl.
     done = subprocess.run(

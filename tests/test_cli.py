@@ -1,4 +1,5 @@
-"""The command line, run for real as a subprocess: commands, exit codes, report."""
+"""The command line: commands, exit codes, report; called in-process, and run for
+real as a subprocess where the surface is the process (python -m, --help, --version)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from _harness import run_cli, run_cli_in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
 SCENARIOS = EXAMPLES / "scenarios"
@@ -31,27 +34,41 @@ CARD_OK, CARD_EXPRESS, CARD_SPLIT = (
 )
 
 
-def run(
-    *args: str, stdin: bytes | None = None, terminal: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """``mantle-stream ARGS``; ``terminal``: its standard output taken for an 80-column
-    terminal (rich's ``TTY_COMPATIBLE``), so ``check`` draws its table, not lines."""
+def _in_a_terminal(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """``mantle-stream ARGS`` as a process whose standard output is taken for an
+    80-column terminal (rich's ``TTY_COMPATIBLE``), so ``check`` draws its table."""
     terminal_env = {"TTY_COMPATIBLE": "1", "COLUMNS": "80", "TERM": "dumb"}  # no styles
-    env = {**os.environ, **terminal_env} if terminal else None
     return subprocess.run(
         [sys.executable, "-m", "mantle_stream", *args],
         input=None if stdin is None else stdin.decode(),
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
+        env={**os.environ, **terminal_env},
         timeout=60,
         check=False,
     )
 
 
+# Most tests call the command line in this process (no Python start-up each); the
+# subprocess runs (`run_process`, `python -m mantle_stream`) keep each command's real
+# surface: check, validate, --version, every command's --help, and --jsonl - (the
+# process's standard output); `terminal=True` runs it as a process on a terminal.
+def run(
+    *args: str, stdin: bytes | None = None, terminal: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """In this process; with ``terminal``, as a process writing to a terminal."""
+    if terminal:
+        return _in_a_terminal(*args, stdin=stdin)
+    return run_cli_in_process(*args, stdin=stdin or b"")
+
+
+def run_process(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, timeout=60)
+
+
 def test_check_json_prints_the_cli_md_report_and_nothing_else() -> None:
-    proc = run(
+    proc = run_process(
         "check",
         str(SCENARIOS),
         "--events",
@@ -384,7 +401,7 @@ def test_a_custom_simulator_names_the_scenario_in_the_envelope_metadata(tmp_path
 
 def test_validate_broken_file_prints_every_problem_with_position_and_exits_2() -> None:
     broken = EXAMPLES / "broken" / "broken_scenario.yml"
-    proc = run("validate", str(broken))
+    proc = run_process("validate", str(broken))
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     located = [
@@ -441,7 +458,7 @@ def test_empty_feed_is_an_error() -> None:
 
 
 def test_python_dash_m_and_version() -> None:
-    proc = run("--version")
+    proc = run_process("--version")
     assert proc.returncode == 0
     assert proc.stdout.startswith("mantle-stream ")
 
@@ -551,7 +568,8 @@ def test_a_scenario_file_given_as_events_says_the_arguments_look_swapped() -> No
 
 
 def test_jsonl_dash_is_standard_output_and_overwrite_starts_afresh(tmp_path: Path) -> None:
-    proc = run("check", str(CARD), "--events", str(CARD_EVENTS), "--jsonl", "-")
+    # `-` is the process's standard output (its file descriptor): a process of its own.
+    proc = run_process("check", str(CARD), "--events", str(CARD_EVENTS), "--jsonl", "-")
     records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(records) == 36
     out = tmp_path / "v.jsonl"
@@ -670,7 +688,7 @@ def test_conversations_naming_another_scenario_than_the_one_loaded_are_warned_ab
 
 @pytest.mark.parametrize("command", ["check", "watch", "validate", "demo"])
 def test_every_command_help_has_examples_and_the_exit_statuses(command: str) -> None:
-    proc = run(command, "--help")
+    proc = run_process(command, "--help")
     assert proc.returncode == 0
     assert proc.stdout.count(f"mantle-stream {command}") >= 2  # two examples
     assert "exit status:" in proc.stdout and "141" in proc.stdout

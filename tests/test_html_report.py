@@ -2,7 +2,8 @@
 
 The structure is checked without a browser (parsed with ``html.parser``); the
 page as a browser draws it is checked with headless chromium (Debian's
-``chromium``, which ``.ci/run`` installs), skipped where there is none.
+``chromium``, which ``.ci/run`` installs), skipped where there is none, and
+the skip named in the closing lines of the run.
 """
 
 from __future__ import annotations
@@ -43,10 +44,6 @@ CHECK = (
     str(EXAMPLES / "results" / "2026-12-01T09-00-00"),
 )
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no chromium binary on PATH (.ci/run installs Debian's chromium)",
-)
 URL = re.compile(r"https?://", re.IGNORECASE)
 
 
@@ -319,7 +316,10 @@ def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@needs_chromium
+@pytest.mark.real_component("chromium")  # a skip is named at the end of the run
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium binary on PATH (.ci/run installs Debian's chromium)"
+)
 def test_chromium_draws_the_page_and_its_dom_holds_the_report(tmp_path: Path) -> None:
     report, out = _check_html(tmp_path)
     source = Page(out.read_text(encoding="utf-8"))

@@ -334,7 +334,7 @@ def test_the_cli_warns_about_a_skipped_conversation(rasa: Rasa) -> None:
         "--format",
         "json",
     )
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode == 0, proc.stderr  # the one conversation passes
     assert "warning: skipped conversation `nobody`" in proc.stderr and "404" in proc.stderr
     report = json.loads(proc.stdout)
     assert [c["conversation_id"] for c in report["conversations"]] == [

@@ -262,7 +262,7 @@ _ODD = st.text(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)  # examples: the Hypothesis profile's (tests/conftest.py)
 @given(
     attributes=st.lists(
         st.tuples(st.sampled_from(["name", "classname", "file"]), _ODD), max_size=3

@@ -405,6 +405,7 @@ def test_a_row_without_sequence_never_takes_the_next_rows_sequence() -> None:
 def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: Path) -> None:
     feed = tmp_path / "live.jsonl"
     state = tmp_path / "state.json"
+    verdicts = tmp_path / "verdicts.jsonl"
     half = len(LINES) // 2
     feed.write_bytes(b"".join(LINES[:half]))
     args = [
@@ -422,6 +423,8 @@ def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: P
         "0.5",
         "--results",
         str(RESULTS),
+        "--jsonl",
+        str(verdicts),
     ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "mantle_stream", *args],
@@ -431,15 +434,21 @@ def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: P
         text=True,
     )
     try:
-        time.sleep(2.0)  # start-up, then the first half is read; the follow goes on
+        # Verdicts of the first half written: the run is under way (a signal before
+        # its handlers are in place would just end the process); the follow goes on.
+        deadline = time.monotonic() + 30
+        while not (verdicts.exists() and verdicts.read_bytes().count(b"\n") >= 10):
+            assert time.monotonic() < deadline, "no verdict written within 30 s"
+            time.sleep(0.05)
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=20)
+        stdout, stderr = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode in (1, 130), stderr  # interrupted: failures so far, or none
+    # Interrupted: 1 if its report holds a failure (what was read by then), else 130.
+    assert proc.returncode == (1 if json.loads(stdout)["summary"]["failed"] else 130), stderr
     assert "interrupted" in stderr
     assert state.exists()  # written on the way out, though the interval is 60 s
     feed.write_bytes(b"".join(LINES))  # the simulator goes on (same file, now complete)

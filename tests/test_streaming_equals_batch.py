@@ -79,15 +79,18 @@ with warnings.catch_warnings(), contextlib.suppress(ImportError):
     importlib.import_module("hypothesis.extra._patching")
 
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-# The default run of this file stays under a minute on a 2-core machine; the
-# ``slow`` variants below run many more examples (``pytest -m slow``). Shrinking
-# a failure can take minutes (about 50 ms an example), hence SHRINK_TIMEOUT: a
-# pytest-timeout during shrinking would hide the falsifying example.
-ORACLE_SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=HEALTH)
-PROPERTY_SETTINGS = settings(ORACLE_SETTINGS, max_examples=120)
+# Example counts follow the Hypothesis profile (tests/conftest.py): 50 and 25 in
+# the test command's run (an example costs 50 to 600 ms, most of it drawing the
+# feed), ten times as many with --hypothesis-profile=thorough; the ``slow``
+# variants below run 2,000 (``pytest -m slow``). Shrinking a failure can take
+# minutes, hence SHRINK_TIMEOUT: a pytest-timeout during shrinking would hide
+# the falsifying example.
+EXAMPLES = settings().max_examples  # the loaded profile's: 100 unless told
+ORACLE_SETTINGS = settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=HEALTH)
+PROPERTY_SETTINGS = settings(ORACLE_SETTINGS, max_examples=EXAMPLES // 4)
 LONG_SETTINGS = settings(ORACLE_SETTINGS, max_examples=2000)
 
-SHRINK_TIMEOUT = pytest.mark.timeout(420)
+SHRINK_TIMEOUT = pytest.mark.timeout(900)  # 2,000 examples took 7 min (-m slow, busy machine)
 
 Outcome = tuple[str, int | None]
 FINISH = -1  # "reported by finish_all", in place of a line index
@@ -1251,6 +1254,7 @@ WANTED_FEATURES: set[tuple[Any, ...]] = {
 }  # fmt: skip
 
 
+@slow  # 2,400 draws, about 50 s, and no product code run
 def test_strategies_cover_every_kind_and_option() -> None:
     """A few hundred draws reach every assertion kind, option, event kind and wire shape."""
     seen: set[tuple[Any, ...]] = set()

@@ -265,7 +265,7 @@ def test_two_workers_give_one_process_s_report_junit_html_and_jsonl(
         events = f"sqlite:///{db}"
     one, one_files = _outputs(tmp_path, "one", "--events", events, "--workers", "1")
     two, two_files = _outputs(tmp_path, "two", "--events", events, "--workers", "2")
-    assert one.returncode in (0, 1), one.stderr
+    assert one.returncode == 1, one.stderr  # 8 of the 13 recorded runs fail
     assert two.returncode == one.returncode, two.stderr
     assert json.loads(two.stdout)["summary"]["conversations"] == 13
     assert two.stdout == one.stdout
@@ -359,7 +359,9 @@ def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -
          "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
-    time.sleep(2)
+    # 400 regex searches of 0.05 s over two workers take 10 s at the least: 4 s
+    # leave the workers time to start on a busy machine (other tests in parallel).
+    time.sleep(4)
     assert process.poll() is None, "the run ended before it could be interrupted"
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
@@ -411,7 +413,7 @@ def test_workers_judge_the_scenarios_the_parent_loaded() -> None:
          f'--events "{EVENTS}" --workers 2 --format json'],
         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
     )  # fmt: skip
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr  # 12 of the 13 examples fail
     assert json.loads(done.stdout)["summary"]["conversations"] == 13
 
 

@@ -256,7 +256,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # the profile's count
 @given(json_values)
 def test_any_json_value_written_as_a_memory_value_loads_with_its_exact_type(value: Any) -> None:
     assert same(memory_value(json.dumps(value)), value)
@@ -800,7 +800,7 @@ yamlish = st.text(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # the profile's count
 @given(yamlish)
 def test_any_text_either_loads_or_raises_scenario_error(text: str) -> None:
     try:
