@@ -878,8 +878,7 @@ def test_no_password_or_token_is_ever_shown(case: str, tmp_path: Path, echo: str
     outputs = ["--jsonl", str(tmp_path / "v.jsonl"), "--junit", str(tmp_path / "j.xml")]
     outputs += ["--html", str(tmp_path / "r.html"), "--format", "json"]
     proc = run("check", str(CARD), *args, *outputs)
-    # (A librdkafka setting it refuses is still a traceback: issue 24 item 14.)
-    assert proc.returncode == 2 or case == "kafka-config-bad", proc.stderr
+    assert proc.returncode == 2, proc.stderr
     everything = proc.stdout + proc.stderr
     everything += "".join(p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file())
     assert SECRET not in everything

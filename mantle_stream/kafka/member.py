@@ -207,28 +207,33 @@ class Member:
         kafka = kafka_client()
         options = self.options
         base = client_settings(self.spec)
-        self._producer = kafka.Producer(
-            {
-                **base,
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "acks": "all",
-                # Only failures are reported; one fails the next commit.
-                "delivery.report.only.error": True,
-                "on_delivery": self._delivered,
-            }
-        )
-        self._prepare_topics(kafka, base)
-        consumer = self._consumer = kafka.Consumer(
-            {
-                **base,
-                "group.id": options.group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": options.offsets,
-                "enable.partition.eof": True,
-                **options.consumer,
-            }
-        )
+        try:
+            self._producer = kafka.Producer(
+                {
+                    **base,
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "acks": "all",
+                    # Only failures are reported; one fails the next commit.
+                    "delivery.report.only.error": True,
+                    "on_delivery": self._delivered,
+                }
+            )
+            self._prepare_topics(kafka, base)
+            consumer = self._consumer = kafka.Consumer(
+                {
+                    **base,
+                    "group.id": options.group,
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": options.offsets,
+                    "enable.partition.eof": True,
+                    **options.consumer,
+                }
+            )
+        except kafka.KafkaException as exc:  # a setting librdkafka refuses, say
+            error = exc.args[0] if exc.args else exc
+            reason = error.str() if hasattr(error, "str") else str(error)
+            raise UsageError(f"Kafka: {reason}") from None
         consumer.subscribe(
             [self.spec.topic],
             on_assign=self._on_assign,
