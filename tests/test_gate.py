@@ -564,3 +564,16 @@ def test_the_command_writes_its_reports_when_interrupted(tmp_path: Path) -> None
     assert gate.returncode == (
         1 if any(c["verdict"] == "failed" for c in report["conversations"]) else 0
     )
+
+
+async def test_a_tracker_read_of_a_conversation_the_gate_never_saw_is_not_a_run() -> None:
+    recorded = _recorded()
+    [cid] = list(recorded)[:1]
+    async with (
+        serving(StandInAgent(recorded)) as upstream,
+        _gate(upstream, _scenarios()) as (gate, judge),
+        httpx.AsyncClient(trust_env=False) as client,
+    ):
+        response = await client.get(f"{gate.address}/conversations/{cid}/tracker")
+    assert response.status_code == 200  # forwarded as any request is
+    assert judge.report().runs == 0

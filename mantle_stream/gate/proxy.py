@@ -168,8 +168,8 @@ class GateProxy:
                 target = unquote(found.group(1))
                 if found.group(2) and method == "POST":
                     self._slots(target, body)
-                elif not found.group(2) and method == "GET":
-                    cid, ends_run = target, True
+                elif not found.group(2) and method == "GET" and target in self.judge.runs:
+                    cid, ends_run = target, True  # (another reader's trackers are not runs)
         complete = await self._forward(scope, body, send)
         if cid is not None and complete:
             if ends_run:
@@ -231,6 +231,10 @@ class GateProxy:
         async def judge() -> None:
             try:
                 await self._read_tracker(cid, final=final)
+            except BrokenPipeError:
+                raise  # the outputs' reader went away: the command ends quietly
+            except Exception as exc:  # fail open: the run goes on unjudged, reported
+                self.judge.problem(self.judge.run(cid), f"judging it failed: {_reason(exc)}")
             finally:
                 ready.set()
                 if self._ready.get(cid) is ready:
