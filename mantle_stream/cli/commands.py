@@ -862,12 +862,7 @@ def _demo(args: argparse.Namespace) -> int:
                                think=1.2 / args.speed)  # fmt: skip
                 gate.stop()
 
-            async def signals() -> None:
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
-                    async for _ in received:
-                        gate.stop()
-
-            tasks.start_soon(signals)
+            tasks.start_soon(stop_on_signals, gate)
             tasks.start_soon(play)
             with session.live_view(gate) as view:
                 tasks.start_soon(_refresh, view, session, gate)
@@ -1021,13 +1016,7 @@ def _gate(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         async with anyio.create_task_group() as tasks:
-
-            async def signals() -> None:
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
-                    async for _ in received:
-                        gate.stop()
-
-            tasks.start_soon(signals)
+            tasks.start_soon(stop_on_signals, gate)
             if session.live:
                 with session.live_view(gate) as view:
                     tasks.start_soon(_refresh, view, session, gate)

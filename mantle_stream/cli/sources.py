@@ -11,6 +11,7 @@ import argparse
 import signal
 import sys
 from collections.abc import Mapping
+from typing import Protocol
 
 import anyio
 
@@ -22,7 +23,6 @@ from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed
 from mantle_stream.feeds.http import HttpOptions
 from mantle_stream.feeds.sql import SqlOptions, parse_since
-from mantle_stream.runner import Runner
 
 __all__ = [
     "LIVE_KEEP_FINISHED",
@@ -125,8 +125,12 @@ def user_error(exc: BaseException) -> MantleStreamError | None:
     return None
 
 
-async def stop_on_signals(runner: Runner, *signals: signal.Signals) -> None:
-    """Ctrl-C / SIGTERM end the run cleanly: the summary still prints."""
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+async def stop_on_signals(runner: _Stoppable, *signals: signal.Signals) -> None:
+    """Ctrl-C / SIGTERM end the run (a runner, a gate) cleanly: the summary still prints."""
     with anyio.open_signal_receiver(*(signals or (signal.SIGINT, signal.SIGTERM))) as received:
         async for _ in received:
             runner.stop()

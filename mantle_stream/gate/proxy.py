@@ -106,7 +106,6 @@ class GateProxy:
         self.spawn = spawn  # starts a background task in the gate's task group
         self.base = httpx.URL(options.upstream.rstrip("/"))
         self._ready: dict[str, anyio.Event] = {}  # runs whose last exchange is being judged
-        self.requests = 0
         self.tracker_reads = 0  # by the simulator, each the end of a run
         self.last_end = 0.0  # loop time of the last run's end
         self.in_flight = 0
@@ -120,7 +119,6 @@ class GateProxy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is off; websockets are not Rasa's
             return
-        self.requests += 1
         self.in_flight += 1
         started: list[bool] = []
 

@@ -29,7 +29,7 @@ from mantle_stream.gate.proxy import GateOptions, GateProxy
 from mantle_stream.gate.runs import GateJudge
 from mantle_stream.runner import Runner
 
-__all__ = ["INSTALL_HINT", "Gate", "parse_listen"]
+__all__ = ["INSTALL_HINT", "Gate", "listening_socket", "parse_listen", "quiet_server"]
 
 #: What to install when the gate's libraries are missing.
 INSTALL_HINT = 'pip install "mantle_stream[gate]"'
@@ -46,7 +46,8 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host:port`` (port 0: a free one), ready for uvicorn."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -62,6 +63,19 @@ def _bind(host: str, port: int) -> socket.socket:
         raise UsageError(f"--listen {host}:{port}: {exc.strerror or exc}") from None
     sock.setblocking(False)
     return sock
+
+
+def quiet_server(config: Any) -> Any:
+    """A uvicorn server that leaves signals to its caller (uvicorn's own handlers would
+    re-raise Ctrl-C once it stopped, past the code that writes the reports)."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return _Server(config)
 
 
 class Gate:
@@ -93,7 +107,7 @@ class Gate:
         self.events = events
         if events and judge.reads_tracker:
             raise ValueError("a gate judging from --events must not read the tracker too")
-        self._sock = _bind(*listen)
+        self._sock = listening_socket(*listen)
         host, port = self._sock.getsockname()[:2]
         self.address = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         self.proxy: GateProxy | None = None
@@ -129,22 +143,15 @@ class Gate:
             self._server.should_exit = True
 
     async def run(self) -> None:
-        import uvicorn
-
-        class _Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                yield  # the gate's caller handles signals
-
         self.started = anyio.current_time()
         try:
-            await self._serve(_Server)
+            await self._serve()
         finally:
             self._sock.close()
             self.judge.finish_all()
             self.ended = anyio.current_time()
 
-    async def _serve(self, server_class: Any) -> None:
+    async def _serve(self) -> None:
         import httpx
         import uvicorn
 
@@ -180,7 +187,7 @@ class Gate:
                 timeout_graceful_shutdown=5,
                 backlog=2048,
             )
-            self._server = server = server_class(config)
+            self._server = server = quiet_server(config)
             server.should_exit = self._stopping
             tasks.start_soon(self._tick, proxy)
             if self.events:

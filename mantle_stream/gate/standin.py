@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -301,17 +300,13 @@ async def serving(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
     as long as the block lasts; its base URL."""
     import uvicorn
 
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
+    from mantle_stream.gate.serve import listening_socket, quiet_server
 
-    sock = socket.socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, 0))
-    sock.listen(1024)
+    sock = listening_socket(host, 0)
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
+    server = quiet_server(
+        uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+    )
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve, [sock])
