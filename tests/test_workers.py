@@ -428,3 +428,40 @@ def test_a_feed_error_in_a_worker_is_one_clear_error(tmp_path: Path) -> None:
     assert runs[0].returncode == runs[1].returncode == 2
     assert runs[1].stderr == runs[0].stderr
     assert "Traceback" not in runs[1].stderr
+
+
+def test_runs_of_several_candidates_are_reported_alike_by_two_workers(tmp_path: Path) -> None:
+    """Twin scenarios (equal setups): each card run is judged apart under both, by
+    whichever worker holds it; the report is one process's."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    card = (SCENARIOS / "card_replace_damaged.yml").read_text()
+    (scenarios / "card.yml").write_text(card)
+    (scenarios / "twin.yml").write_text(
+        card.replace("name: Customer replaces a damaged card", "name: A twin")
+    )
+    (scenarios / "fraud.yml").write_text((SCENARIOS / "fraud_report.yml").read_text())
+    reports = [
+        run_cli(
+            "check",
+            str(scenarios),
+            "--events",
+            str(EVENTS),
+            "--format",
+            "json",
+            "--workers",
+            workers,
+        )
+        for workers in ("1", "2")
+    ]
+    assert [r.returncode for r in reports] == [1, 1]
+    assert reports[0].stdout == reports[1].stdout
+    unmatched = json.loads(reports[0].stdout)["unmatched"]
+    judged_apart = [u for u in unmatched if u.get("candidate_verdicts")]
+    assert len(judged_apart) == 3
+    for u in judged_apart:
+        assert [c["scenario"] for c in u["candidate_verdicts"]] == [
+            "Customer replaces a damaged card",
+            "A twin",
+        ]
+        assert len({c["verdict"] for c in u["candidate_verdicts"]}) == 1  # twins agree

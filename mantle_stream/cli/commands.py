@@ -969,10 +969,7 @@ def _gate(args: argparse.Namespace) -> int:
     scenarios = _load(args.scenarios)
     recorded = _results_so_far(args.results)
 
-    def evaluator(chosen: list[Scenario] | Scenario) -> Evaluator:
-        return Evaluator(chosen, source="gate", regex_timeout=args.regex_timeout)
-
-    main = evaluator(scenarios)
+    main = Evaluator(scenarios, source="gate", regex_timeout=args.regex_timeout)
     session = _Session(args, main, live=args.format != "json", source="gate")
     session.recorded = recorded
     if session.junit is not None:
@@ -984,7 +981,6 @@ def _gate(args: argparse.Namespace) -> int:
         scenarios,
         stop=args.stop,
         evaluator=main,
-        make_evaluator=evaluator,
         on_decisions=session.sinks.on_decisions,
         on_stop=session.sinks.on_stop,
         on_problem=_say_unjudged,

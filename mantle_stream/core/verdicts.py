@@ -37,6 +37,7 @@ import msgspec
 __all__ = [
     "MAX_OCCURRENCES",
     "AssertionResult",
+    "CandidateVerdict",
     "ConversationResult",
     "Decision",
     "DecisionRecord",
@@ -182,6 +183,14 @@ def settling(decisions: Iterable[Decision]) -> dict[str, Decision]:
         if kept is None or kept.verdict != "failed":
             seen[d.conversation_id] = d
     return seen
+
+
+class CandidateVerdict(msgspec.Struct, frozen=True):
+    """A conversation's verdict under one of its candidate scenarios (nothing named
+    which it plays, and several scenarios' setups match it): provisional."""
+
+    scenario: str
+    verdict: str
 
 
 class ToolEntryResult(msgspec.Struct, frozen=True):

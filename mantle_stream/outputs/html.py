@@ -582,8 +582,7 @@ def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
             f'<section id="unmatched"><h2>Not judged ({len(report.unmatched)})</h2><ul>'
             + "".join(
                 f"<li><code>{_text(u.conversation_id)}</code> ({_count(u.events, 'event')})"
-                + (f": names scenario <code>{_text(u.scenario)}</code>" if u.scenario else "")
-                + "</li>"
+                f": {_text(u.why())}</li>"
                 for u in report.unmatched[:MAX_ROWS]
             )
             + "</ul></section>"
