@@ -21,7 +21,7 @@ A record is turned into another shape of the family with ``Shape.of(record)``
 fields itself, in the order its positional constructor and its JSON have
 (msgspec would put inherited fields first, and ``turn`` came before
 ``file`` and ``line``); tests/test_verdict_records.py keeps the shared fields
-alike. The JSON shapes are published contracts (README): add, never rename
+alike. The JSON shapes are published contracts (docs/outputs.md): add, never rename
 or reorder.
 """
 

@@ -1,4 +1,4 @@
-"""The JSON report (README, "JSON report") and the exit status, built from an evaluator.
+"""The JSON report (docs/outputs.md, "JSON report") and the exit status, built from an evaluator.
 
 An edge module: it reads the engine's snapshots and shapes them for people
 and tools. Field names here are a published contract: add, never rename.
