@@ -251,6 +251,10 @@ class ConversationResult(msgspec.Struct, frozen=True):
     turn_starts: tuple[int, ...] = ()
     # Its scenario's `goals.expected_tools`, scored (None when it has none).
     expected_tools: ToolCallScores | None = None
+    # Stopped early: a stop was sent for it (a stop message, the gate's `[]`, the
+    # Kafka stop topic), whatever was still pending then. The one meaning every
+    # output shows.
+    stopped: bool = False
 
 
 #: Occurrences of each warning an evaluator (or the merge of several) keeps for the

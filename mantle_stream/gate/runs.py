@@ -103,7 +103,7 @@ class GateJudge:
         self._names = {s.name: s for s in self.scenarios} | {
             s.stem: s for s in self.scenarios if not s.path.startswith("<")
         }
-        self._stops = StopRule(self.main, when="failed", skip_pending=False)
+        self._stops = StopRule(self.main, when="failed", record=False)
         self.on_decisions = on_decisions
         self.on_stop = on_stop
         self.on_problem = on_problem

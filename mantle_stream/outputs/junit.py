@@ -266,7 +266,7 @@ class _Assembly:
         suite = self.suite(conv.scenario or conv.conversation_id)
         suite.runs += 1
         suite.verdicts[conv.verdict] = suite.verdicts.get(conv.verdict, 0) + 1
-        suite.stopped_early += any(a.verdict == "skipped" for a in conv.assertions)
+        suite.stopped_early += conv.stopped_early
         if conv.started is not None and conv.duration is not None:
             suite.duration += conv.duration
             if suite.started is None or conv.started < suite.started:

@@ -85,6 +85,8 @@ class ReportConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     turn_starts: list[int] = []
     # Its scenario's goals.expected_tools, scored as Rasa scores them (absent when none).
     expected_tools: ToolCallScores | None = None
+    # A stop was sent for it (ConversationResult.stopped): absent when not.
+    stopped_early: bool = False
 
 
 class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -311,6 +313,7 @@ def report_conversation(
         duration=result.duration,
         turn_starts=list(result.turn_starts),
         expected_tools=result.expected_tools,
+        stopped_early=result.stopped,
     )
 
 
@@ -370,9 +373,7 @@ def scenario_results(
                 failed=failed,
                 errored=verdicts.count("errored"),
                 pending=verdicts.count("pending"),
-                stopped_early=sum(
-                    1 for c in convs if any(a.verdict == "skipped" for a in c.assertions)
-                ),
+                stopped_early=sum(c.stopped_early for c in convs),
                 k=k,
                 pass_rate=round(passed / k, 4) if k else None,
                 pass_hat_k=failed == 0 if k else None,

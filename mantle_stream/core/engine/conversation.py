@@ -180,6 +180,7 @@ class Conversation:
         "replay_upto",
         "requested",
         "results",
+        "stop_skips",
         "stopped",
         "tool_scores",
         "tools",
@@ -204,6 +205,9 @@ class Conversation:
         self.tool_scores: ToolCallScores | None = None
         self.finished = False
         self.stopped: Decision | None = None  # the simulator was told to stop, after this
+        # Its simulator stops when told (the runner's, the gate's): what is still pending
+        # at its end is skipped. A Kafka member's judges on (False).
+        self.stop_skips = True
         self.owner: object = None  # the connection whose conversation it is (see push_chunk)
         self.naming = Naming.JUDGED if plan else Naming.WAITING
         self.requested: str | None = None  # the scenario it named (Naming.NOT_LOADED)
@@ -269,6 +273,7 @@ def result_of(conv: Conversation) -> ConversationResult:
         else None,
         tuple(conv.turn_starts),
         _tool_scores(conv, plan),
+        conv.stopped is not None,
     )
 
 

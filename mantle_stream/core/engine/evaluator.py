@@ -666,21 +666,31 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
 
     # ------------------------------------------------------------------ ending
 
-    def stop(self, conversation_id: str, settled_by: Decision | None = None) -> None:
-        """Record that the conversation's simulator was told to stop it.
+    def stop(
+        self,
+        conversation_id: str,
+        settled_by: Decision | None = None,
+        *,
+        skip_pending: bool = True,
+    ) -> None:
+        """Record that the conversation's simulator was told to stop it: it is
+        *stopped early* (``ConversationResult.stopped``) in every output.
 
         Its assertions still pending when it ends never had their chance:
         they end ``skipped``, not failed or passed (see :meth:`finish`), with
         a reason naming ``settled_by`` (the decision the stop message named;
-        by default the first failure, else the first decision).
+        by default the first failure, else the first decision). With
+        ``skip_pending=False`` (a Kafka member, whose simulator may play on)
+        they are judged on what comes.
         """
         conv = self._convs.get(conversation_id)
         if conv is not None and conv.naming == Naming.CANDIDATES and not conv.finished:
             for name in conv.candidates or ():
-                self._apart_of(name).stop(conversation_id, settled_by)
+                self._apart_of(name).stop(conversation_id, settled_by, skip_pending=skip_pending)
             return
         if conv is None or conv.plan is None or conv.finished or conv.stopped is not None:
             return
+        conv.stop_skips = skip_pending
         settled = [r for r in conv.results if r is not None]
         failures = [r for r in settled if r.verdict == "failed"]
         if settled_by is not None:
@@ -735,12 +745,13 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                     if apart.is_open(conv.cid):
                         apart.finish(conv.cid)
         else:
-            if conv.stopped is not None:
+            skips = conv.stopped is not None and conv.stop_skips
+            if skips:
                 self._skip_pending(conv, out)
             self._settle(conv, plan, out)
             if plan.expected_tools is not None:
                 scorer = conv.tools or plan.expected_tools.scorer()
-                conv.tool_scores = scorer.scores(finished=True, stopped=conv.stopped is not None)
+                conv.tool_scores = scorer.scores(finished=True, stopped=skips)
                 conv.tools = None
             self._ended_judged(conv)
         self._let_go()
