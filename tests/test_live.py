@@ -546,8 +546,52 @@ def test_detail_limit_chooses_between_sections_and_the_table() -> None:
     compact = render(LiveView(mixed(), detail_limit=2), 100).splitlines()
     assert any(line.lstrip().startswith("conversation") for line in compact[4:8])
     assert re.search(
-        r"\n  ✘ failed +#1 tool_executed ", render(LiveView(many(), detail_limit=12), 120)
+        r"\n  ✘ failed +#1 tool_executed ",
+        render(LiveView(many(), detail_limit=12), 120, height=200),
     )
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_sections_taller_than_the_screen_give_way_to_the_table(width: int, height: int) -> None:
+    # Five running conversations of a dozen assertions each: a section each would
+    # be cut off by the terminal mid-list, with nothing to say what is missing.
+    snap = msgspec.structs.replace(
+        many(), conversations=tuple(c for c in many().conversations if c.verdict == "pending")
+    )
+    text = render(LiveView(snap), width, height)
+    check_golden(f"running_{width}x{height}", text)
+    assert len(text.splitlines()) <= height
+    for conv in snap.conversations:
+        assert conv.conversation_id in text
+    # When the sections fit, they are shown.
+    tall = render(LiveView(snap), width, 200)
+    assert "… pending  card-replace-split-3" in tall and "conversation " not in tall
+
+
+def crowd() -> LiveSnapshot:
+    """:func:`many` and eight more running conversations: twenty, nine of them running."""
+    snap = many()
+    more = tuple(_conv(f"card-replace-more-{n}", CARD, "pp" + "." * 10, 9) for n in range(8))
+    return msgspec.structs.replace(snap, conversations=(*snap.conversations, *more))
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "more"),
+    [(80, 24, "+8 more: 1 running, 4 failed, 3 passed"), (160, 50, "")],
+)
+def test_rows_that_do_not_fit_end_with_how_many_more_and_what_they_are(
+    width: int, height: int, more: str
+) -> None:
+    snap = crowd()
+    text = render(LiveView(snap), width, height)
+    check_golden(f"crowd_{width}x{height}", text)
+    lines = text.splitlines()
+    assert len(lines) <= height
+    shown = [c for c in snap.conversations if c.conversation_id in text]
+    if more:
+        assert lines[-1] == more and int(more[1:].split()[0]) == 20 - len(shown)
+    else:
+        assert len(shown) == 20
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,14 @@ import fcntl
 import os
 import pty
 import re
+import select
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -34,13 +37,20 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def terminal(
-    args: list[str], *, columns: int = 110, pty_for: str = "both", env: dict[str, str] | None = None
+    args: list[str],
+    *,
+    columns: int = 110,
+    rows: int = 50,
+    pty_for: str = "both",
+    env: dict[str, str] | None = None,
+    interrupt_after: float | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run mantle-stream with standard output and/or error on a pseudo-terminal of
-    ``columns`` columns: its exit status, what the terminal showed, and what went
-    to the other stream (a file, so that neither side can block the other)."""
+    ``columns`` by ``rows``: its exit status, what the terminal showed, and what went
+    to the other stream (a file, so that neither side can block the other).
+    ``interrupt_after``: seconds after which it is sent SIGINT, as Ctrl-C would."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     environment.update(env or {})
     with tempfile.TemporaryFile() as other:
@@ -54,7 +64,14 @@ def terminal(
         )
         os.close(slave)
         shown = bytearray()
+        deadline = None if interrupt_after is None else time.monotonic() + interrupt_after
         while True:
+            if deadline is not None:
+                ready, _, _ = select.select([master], [], [], max(deadline - time.monotonic(), 0))
+                if not ready:
+                    proc.send_signal(signal.SIGINT)
+                    deadline = None
+                    continue
             try:
                 data = os.read(master, 65536)
             except OSError:  # EIO: every writer of the terminal has gone
@@ -121,3 +138,61 @@ def test_the_closing_lines_wrap_on_word_boundaries(columns: int) -> None:
     # Six ids of 40 characters each, every one whole on its line.
     assert len(re.findall(r"sim-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", joined)) == 6
     assert "user turns the simulator did not have to play" in joined
+
+
+# ---------------------------------------------------------------- the live view, as seen
+
+
+ESCAPE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-B]|[=>78])")
+
+
+def closing_screen(shown: bytes) -> list[str]:
+    """What stays on the terminal once the live view has left the alternate screen:
+    the final frame and the closing lines, colourless, right-stripped."""
+    text = shown.decode(errors="replace")
+    text = text[text.rindex("\x1b[?1049l") :] if "\x1b[?1049l" in text else text
+    return [line.rstrip() for line in ESCAPE.sub("", text).replace("\r", "").split("\n")]
+
+
+def live_frames(shown: bytes) -> list[list[str]]:
+    """Every frame the live view drew on the alternate screen, colourless: rich redraws
+    the whole screen from its top-left corner (``ESC [ H``) each time."""
+    text = shown.decode(errors="replace")
+    start, end = text.find("\x1b[?1049h"), text.rfind("\x1b[?1049l")
+    if start < 0 or end < 0:
+        return []
+    frames = []
+    for chunk in text[start:end].split("\x1b[H"):
+        lines = [line.rstrip() for line in ESCAPE.sub("", chunk).replace("\r", "").split("\n")]
+        if any(lines):
+            frames.append(lines)
+    return frames
+
+
+HEADER = re.compile(r"│ (\d+) conversations? · (\d+) (?:running|open)")
+ROW = re.compile(r"^[…✘✔][ ■] ")
+SECTION = re.compile(r"^(?:… pending|✘ failed|✔ passed)  ")
+MORE = re.compile(r"^\+(\d+) more: ")
+
+
+def every_conversation_accounted_for(frame: list[str]) -> bool:
+    """A frame shows each conversation of its header (a row or a section) or counts it
+    in its ``+N more`` line: nothing is cut off by the terminal unsaid."""
+    header = next((HEADER.search(line) for line in frame if HEADER.search(line)), None)
+    if header is None:
+        return True
+    shown = sum(bool(ROW.match(line) or SECTION.match(line)) for line in frame)
+    more = sum(int(m.group(1)) for line in frame if (m := MORE.match(line)))
+    return shown + more == int(header.group(1))
+
+
+@pytest.mark.parametrize(("columns", "rows"), [(80, 24), (160, 50)])
+def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(columns: int, rows: int) -> None:
+    code, shown, _ = terminal(["demo", "--speed", "3"], columns=columns, rows=rows)
+    assert code == 1
+    frames = live_frames(shown)
+    judged = [frame for frame in frames if HEADER.search("\n".join(frame))]
+    assert len(judged) >= 10
+    assert all(len(frame) <= rows for frame in frames)
+    cut = [frame for frame in judged if not every_conversation_accounted_for(frame)]
+    assert not cut, "\n".join(cut[0])

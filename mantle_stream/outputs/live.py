@@ -20,12 +20,14 @@ it out, so nothing depends on how rich would shrink an over-wide table:
    taken from the rows, so the header always agrees with what is shown:
    *running* means the verdict is still pending; a conversation with a failed
    assertion is *failed* at once (its outcome cannot change any more).
-2. **Body.** With at most ``detail_limit`` conversations, one section each,
+2. **Body.** With at most ``detail_limit`` conversations, and when their
+   sections fit in the height left (a terminal would cut the rest off with
+   nothing to say what is missing), one section each,
    in order of first event so sections never jump while watched: a heading
    (mark, id, scenario; events, turns, the ``■ stopped early`` badge) and one
    line per assertion (verdict label, ``#index kind``, the ``seq`` and turn
    that decided it or ``end``, the reason folded to at most
-   :data:`REASON_LINES` lines). With more, a compact table, one row per
+   :data:`REASON_LINES` lines). Otherwise a compact table, one row per
    conversation: running first (what is still moving), then failed (what
    needs reading), then passed; rows are capped to the height available with
    a ``+N more`` line saying what was left out. Its columns give way in order
@@ -241,14 +243,20 @@ class LiveView:
                     style="dim",
                 )
             )
-        elif len(snap.conversations) <= self.detail_limit:
-            parts.extend(_details(snap, width))
         else:
             height = options.height if options.height is not None else options.max_height
             if height <= 0:
                 height = DEFAULT_HEIGHT
-            # What is left once the panel, the table's header row and the footer are drawn.
-            rows = height - (len(lines) + 2) - 1 - len(footer)
+            # What is left once the panel and the footer are drawn.
+            room = height - (len(lines) + 2) - len(footer)
+            details = _details(snap, width) if len(snap.conversations) <= self.detail_limit else []
+            if details and _height(console, options, details) <= room:
+                yield Group(*parts, *details, *footer)
+                return
+            # Sections taller than the screen would be cut off mid-list by the
+            # terminal, with nothing to say what is missing: the table instead,
+            # whose rows are capped with a "+N more" line.
+            rows = room - 1  # the table's header row
             by_scenario = _scenario_rows(snap, width, max(rows // 3, 1))
             if by_scenario:
                 parts.extend(by_scenario)
@@ -257,6 +265,12 @@ class LiveView:
                 rows -= table.row_count + 1 + (len(by_scenario) - 1)  # rows, header, "+N"
             parts.extend(_compact(snap, width, rows))
         yield Group(*parts, *footer)
+
+
+def _height(console: Console, options: ConsoleOptions, parts: list[RenderableType]) -> int:
+    """Lines ``parts`` take at the view's width, whatever the screen's height."""
+    unbounded = options.reset_height()
+    return sum(len(console.render_lines(part, unbounded, pad=False)) for part in parts)
 
 
 def _header_lines(snap: LiveSnapshot, width: int) -> list[Text]:
