@@ -501,7 +501,7 @@ def test_compact_rows_run_running_then_failed_then_passed() -> None:
 def test_compact_latest_is_the_newest_decision_else_the_first_failure() -> None:
     text = render(LiveView(many()), 120)
     split = next(line for line in text.splitlines() if "card-replace-split-3" in line)
-    assert "✔ #2 memory `card_replace.selected_card_i" in split
+    assert "✔ #2 memory `card_replace.selected_card" in split
     express = next(line for line in text.splitlines() if "card-replace-express-2" in line)
     assert "✘ #1 tool `order_replacement` never ran" in express
 
@@ -522,7 +522,7 @@ def test_a_failed_row_shows_its_failure_even_when_a_pass_came_after() -> None:
     row = next(
         line for line in render(LiveView(snap), 120).splitlines() if "balance-wait-2" in line
     )
-    assert "✘ #3 agent uttered the forbidden message" in row
+    assert "✘ #3 agent uttered the forbidden" in row
 
 
 def test_long_ids_are_cut_in_the_middle_keeping_their_tail() -> None:
@@ -791,3 +791,37 @@ def test_compact_view_has_a_row_per_scenario_with_its_runs() -> None:
         many(), conversations=tuple(c for c in many().conversations if c.scenario == CARD)
     )
     assert not any(line.startswith("scenario ") for line in render(LiveView(one), 120).splitlines())
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_a_scenario_name_is_shown_whole_beside_the_id_or_under_it(width: int, height: int) -> None:
+    # A simulator's 40-character id leaves a few letters for the scenario at 80
+    # columns: the name goes on a line of its own rather than be cut to "Custom…".
+    cid = "sim-b883b692-dab1-4e16-ab70-386f8c586ddf"
+    snap = LiveSnapshot(
+        (_conv(cid, BALANCE, "pp.......", 11, turns=1),),
+        Statistics(events=11, conversations=1, open=1),
+        elapsed=1.5,
+        events_per_second=7.3,
+        source="demo",
+    )
+    text = render(LiveView(snap), width, height)
+    check_golden(f"heading_{width}x{height}", text)
+    lines = text.splitlines()
+    heading = next(i for i, line in enumerate(lines) if cid in line)
+    if width < 100:
+        assert lines[heading + 1].rstrip() == " " * len("… pending  ") + BALANCE
+    else:
+        assert f"{cid}  {BALANCE} " in lines[heading]
+
+
+def test_the_scenario_column_gets_whole_names_when_the_latest_keeps_its_width() -> None:
+    wide = render(LiveView(crowd()), 160, 50)
+    rows = [line for line in wide.splitlines() if re.match(r"[…✘✔][ ■] ", line)]
+    assert rows and all(c.scenario and c.scenario in wide for c in crowd().conversations)
+    assert all(
+        any(f" {name} " in row for name in (CARD, TRANSFER, IDENTITY, BALANCE, FRAUD))
+        for row in rows
+    )
+    narrow = render(LiveView(crowd()), 80, 24)  # no room: the scenario column gives way
+    assert not any("Custom" in line for line in narrow.splitlines() if re.match(r"[…✘✔]", line))

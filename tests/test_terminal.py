@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+import mantle_stream as ms
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
 SCENARIOS = EXAMPLES / "scenarios"
@@ -186,9 +188,23 @@ def every_conversation_accounted_for(frame: list[str]) -> bool:
     return shown + more == int(header.group(1))
 
 
-@pytest.mark.parametrize(("columns", "rows"), [(80, 24), (160, 50)])
+_DEMO_RUNS: dict[tuple[int, int], tuple[int, bytes]] = {}
+
+
+def demo_on(columns: int, rows: int) -> tuple[int, bytes]:
+    """``mantle-stream demo`` on a terminal of that size (run once per size per module)."""
+    if (columns, rows) not in _DEMO_RUNS:
+        code, shown, _ = terminal(["demo", "--speed", "3"], columns=columns, rows=rows)
+        _DEMO_RUNS[columns, rows] = code, shown
+    return _DEMO_RUNS[columns, rows]
+
+
+SIZES = pytest.mark.parametrize(("columns", "rows"), [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+
+
+@SIZES
 def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(columns: int, rows: int) -> None:
-    code, shown, _ = terminal(["demo", "--speed", "3"], columns=columns, rows=rows)
+    code, shown = demo_on(columns, rows)
     assert code == 1
     frames = live_frames(shown)
     judged = [frame for frame in frames if HEADER.search("\n".join(frame))]
@@ -196,3 +212,15 @@ def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(columns: int,
     assert all(len(frame) <= rows for frame in frames)
     cut = [frame for frame in judged if not every_conversation_accounted_for(frame)]
     assert not cut, "\n".join(cut[0])
+
+
+@SIZES
+def test_the_demo_never_cuts_a_scenario_name_to_a_few_letters(columns: int, rows: int) -> None:
+    names = [s.name for s in ms.load_scenarios([SCENARIOS])]
+    frames = live_frames(demo_on(columns, rows)[1])
+    lines = [line for frame in frames for line in frame]
+    assert not [line for line in lines if re.search(r"\bCusto?m?e?r?…", line)]
+    if columns >= 160:  # room to spare: every row and section names its scenario whole
+        rows_with = [line for line in lines if (ROW.match(line) or SECTION.match(line))]
+        assert rows_with
+        assert all(any(name in line for name in names) for line in rows_with), rows_with

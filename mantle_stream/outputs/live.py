@@ -67,6 +67,7 @@ __all__ = [
     "MIN_SCENARIO_WIDTH",
     "REASON_LINES",
     "STRIP_CELLS",
+    "WIDE_LATEST_WIDTH",
     "WIDE_REASON_WIDTH",
     "LiveSnapshot",
     "LiveView",
@@ -87,6 +88,8 @@ MAX_ID_WIDTH = 24
 MIN_SCENARIO_WIDTH = 12
 #: Compact columns give way until the latest movement has this many cells.
 MIN_LATEST_WIDTH = 24
+#: The scenario's whole name is shown when the latest movement keeps this many cells.
+WIDE_LATEST_WIDTH = 40
 #: Row budget for the compact table when the console gives no usable height.
 DEFAULT_HEIGHT = 30
 
@@ -346,7 +349,7 @@ def _details(snap: LiveSnapshot, width: int) -> list[RenderableType]:
     parts: list[RenderableType] = []
     for conv in snap.conversations:
         parts.append(Text(""))
-        parts.append(_heading(conv, conv.conversation_id in stopped))
+        parts.extend(_heading(conv, conv.conversation_id in stopped, width))
         if not conv.assertions:
             parts.append(Text("  no assertions", style="dim"))
             continue
@@ -398,22 +401,27 @@ def _facts(a: AssertionResult) -> tuple[str, str, str, str]:
     )
 
 
-def _heading(conv: ConversationResult, stopped: bool) -> Table:
-    left = Text.assemble(
-        verdict_text(conv.verdict),
-        "  ",
-        literal(conv.conversation_id, "bold"),
-        "  ",
-        literal(conv.scenario or "—", "dim"),
-    )
+def _heading(conv: ConversationResult, stopped: bool, width: int) -> list[RenderableType]:
+    """The mark, id and scenario; events, turns and the stopped-early badge on the right.
+    A scenario that does not fit whole beside them goes on a line of its own, under
+    the id, rather than be cut to a few letters."""
+    mark = verdict_text(conv.verdict)
+    left = Text.assemble(mark, "  ", literal(conv.conversation_id, "bold"))
+    scenario = literal(conv.scenario or "—", "dim")
     right = Text.assemble(_count(conv.events, "event"), " · ", _count(conv.turns, "turn"))
     if stopped:
         right.append_text(Text.assemble(" · ", (f"{_STOP} stopped early", _STOP_STYLE)))
+    beside = left.cell_len + 2 + scenario.cell_len + 1 + right.cell_len <= width
+    if beside:
+        left.append_text(Text.assemble("  ", scenario))
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
     grid.add_column(justify="right", no_wrap=True)
     grid.add_row(left, right)
-    return grid
+    if beside:
+        return [grid]
+    scenario.no_wrap, scenario.overflow = True, "ellipsis"
+    return [grid, Padding(scenario, (0, 0, 0, mark.cell_len + 2))]
 
 
 def _reason(reason: str) -> Text:
@@ -559,6 +567,8 @@ def _compact_columns(shown: list[ConversationResult], width: int) -> dict[str, i
     decided/total counts go first, then the glyph strip, then the id is
     ellipsized; the scenario is shown only when, after all that, it can be at
     least :data:`MIN_SCENARIO_WIDTH` wide (narrower it is a few letters anyway).
+    It gets its whole name when the latest movement still keeps
+    :data:`WIDE_LATEST_WIDTH`, else two fifths of what is left.
     """
     cells = min(max(len(c.assertions) for c in shown), STRIP_CELLS)
     ident = min(max(len("conversation"), *(len(c.conversation_id) for c in shown)), MAX_ID_WIDTH)
@@ -577,7 +587,9 @@ def _compact_columns(shown: list[ConversationResult], width: int) -> dict[str, i
     scenario = 0
     if left() - 1 - MIN_LATEST_WIDTH >= MIN_SCENARIO_WIDTH:
         longest = max(len(c.scenario or "—") for c in shown)
-        scenario = min(longest, max(MIN_SCENARIO_WIDTH, (left() - 1) * 2 // 5))
+        # Its whole name when the latest movement keeps WIDE_LATEST_WIDTH; else a share.
+        share = max(MIN_SCENARIO_WIDTH, (left() - 1) * 2 // 5, left() - 1 - WIDE_LATEST_WIDTH)
+        scenario = min(longest, share)
     latest = max(left() - (scenario + 1 if scenario else 0), 8)
     columns = {
         "mark": 2,
