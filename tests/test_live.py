@@ -493,7 +493,7 @@ def test_colour_changes_no_character_of_the_layout(name: str, width: int, limit:
 def test_compact_rows_run_running_then_failed_then_passed() -> None:
     lines = render(LiveView(many()), 120).splitlines()
     table = next(i for i, line in enumerate(lines) if line.lstrip().startswith("conversation"))
-    rows = [line for line in lines[table + 1 :] if line.strip()]
+    rows = [line for line in lines[table + 1 :] if re.match(r"[…✘✔][ ■] ", line)]
     marks = "".join(row[0] for row in rows)
     assert marks == "…" * 5 + "✘" * 4 + "✔" * 3
 
@@ -577,7 +577,7 @@ def crowd() -> LiveSnapshot:
 
 @pytest.mark.parametrize(
     ("width", "height", "more"),
-    [(80, 24, "+8 more: 1 running, 4 failed, 3 passed"), (160, 50, "")],
+    [(80, 24, "+9 more: 2 running, 4 failed, 3 passed"), (160, 50, "")],
 )
 def test_rows_that_do_not_fit_end_with_how_many_more_and_what_they_are(
     width: int, height: int, more: str
@@ -588,8 +588,8 @@ def test_rows_that_do_not_fit_end_with_how_many_more_and_what_they_are(
     lines = text.splitlines()
     assert len(lines) <= height
     shown = [c for c in snap.conversations if c.conversation_id in text]
-    if more:
-        assert lines[-1] == more and int(more[1:].split()[0]) == 20 - len(shown)
+    if more:  # (the legend comes last)
+        assert lines[-2] == more and int(more[1:].split()[0]) == 20 - len(shown)
     else:
         assert len(shown) == 20
 
@@ -825,3 +825,34 @@ def test_the_scenario_column_gets_whole_names_when_the_latest_keeps_its_width() 
     )
     narrow = render(LiveView(crowd()), 80, 24)  # no room: the scenario column gives way
     assert not any("Custom" in line for line in narrow.splitlines() if re.match(r"[…✘✔]", line))
+
+
+LEGEND = "✔ passed  ✘ failed  · pending  - skipped  n/m: n of m assertions decided"
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_the_table_ends_with_a_one_line_legend_of_its_marks(width: int, height: int) -> None:
+    for snap in (many(), crowd(), msgspec.structs.replace(many(), final=True)):
+        lines = render(LiveView(snap), width, height).splitlines()
+        assert len(lines) <= height
+        legend = [i for i, line in enumerate(lines) if line == LEGEND]
+        assert len(legend) == 1
+        # Under the table (and its "+N more"), above the summary when final.
+        assert not any(re.match(r"[…✘✔][ ■] ", line) for line in lines[legend[0] + 1 :])
+
+
+def test_sections_marked_by_glyphs_alone_say_what_the_glyphs_mean() -> None:
+    narrow = render(LiveView(mixed()), 80).splitlines()
+    assert narrow[-1] == "✔ passed  ✘ failed  … pending  - skipped"
+    wide = render(LiveView(mixed()), 100)  # the marks are words: no legend
+    assert "✔ passed  ✘ failed" not in wide
+
+
+def test_a_legend_wider_than_the_console_flows_onto_a_second_line() -> None:
+    lines = render(LiveView(many()), 60, 24).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("✔ passed  ✘ failed"))
+    assert lines[at:] == [
+        "✔ passed  ✘ failed  · pending  - skipped",
+        "n/m: n of m assertions decided",
+    ]
+    assert len(lines) <= 24

@@ -173,7 +173,7 @@ def live_frames(shown: bytes) -> list[list[str]]:
 
 HEADER = re.compile(r"│ (\d+) conversations? · (\d+) (?:running|open)")
 ROW = re.compile(r"^[…✘✔][ ■] ")
-SECTION = re.compile(r"^(?:… pending|✘ failed|✔ passed)  ")
+SECTION = re.compile(r"^(?:… pending|✘ failed|✔ passed)  (?![✘✔…·-] )")  # (not the legend)
 MORE = re.compile(r"^\+(\d+) more: ")
 
 
@@ -224,3 +224,14 @@ def test_the_demo_never_cuts_a_scenario_name_to_a_few_letters(columns: int, rows
         rows_with = [line for line in lines if (ROW.match(line) or SECTION.match(line))]
         assert rows_with
         assert all(any(name in line for name in names) for line in rows_with), rows_with
+
+
+@SIZES
+def test_every_table_the_demo_draws_ends_with_the_legend_of_its_marks(
+    columns: int, rows: int
+) -> None:
+    legend = "✔ passed  ✘ failed  · pending  - skipped  n/m: n of m assertions decided"
+    frames = live_frames(demo_on(columns, rows)[1])
+    tables = [frame for frame in frames if any(ROW.match(line) for line in frame)]
+    assert len(tables) >= 5
+    assert all([line for line in frame if line][-1] == legend for frame in tables)

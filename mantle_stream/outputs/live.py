@@ -30,7 +30,9 @@ it out, so nothing depends on how rich would shrink an over-wide table:
    :data:`REASON_LINES` lines). Otherwise a compact table, one row per
    conversation: running first (what is still moving), then failed (what
    needs reading), then passed; rows are capped to the height available with
-   a ``+N more`` line saying what was left out. Its columns give way in order
+   a ``+N more`` line saying what was left out, and a legend of the marks
+   ends the view (:func:`_legend`; sections marked by glyphs alone get one
+   too). Its columns give way in order
    of importance when narrow (see :func:`_compact_columns`): the latest
    movement is what a watcher reads, so the scenario yields first.
 3. **Summary** (``final`` only): :func:`summary_line`, coloured.
@@ -259,7 +261,8 @@ class LiveView:
             # Sections taller than the screen would be cut off mid-list by the
             # terminal, with nothing to say what is missing: the table instead,
             # whose rows are capped with a "+N more" line.
-            rows = room - 1  # the table's header row
+            legend = _legend(width, strip=True)
+            rows = room - 1 - len(legend)  # the table's header row, the legend
             by_scenario = _scenario_rows(snap, width, max(rows // 3, 1))
             if by_scenario:
                 parts.extend(by_scenario)
@@ -267,7 +270,26 @@ class LiveView:
                 assert isinstance(table, Table)
                 rows -= table.row_count + 1 + (len(by_scenario) - 1)  # rows, header, "+N"
             parts.extend(_compact(snap, width, rows))
+            parts.extend(legend)
         yield Group(*parts, *footer)
+
+
+def _legend(width: int, *, strip: bool) -> list[Text]:
+    """What the glyphs mean, on one line where the width allows. The table's strip
+    marks a pending assertion ``·`` and gives decided/total counts; a section marks
+    it ``…``. (``■`` has its legend in the header: ``■ N stopped early``.)"""
+    pending, skipped = (Text("·", "dim"), Text("-", "dim")) if strip else (
+        _glyph("pending"), _glyph("skipped")
+    )  # fmt: skip
+    items = [
+        Text.assemble(_glyph("passed"), (" passed", "dim")),
+        Text.assemble(_glyph("failed"), (" failed", "dim")),
+        Text.assemble(pending, (" pending", "dim")),
+        Text.assemble(skipped, (" skipped", "dim")),
+    ]
+    if strip:
+        items.append(Text("n/m: n of m assertions decided", "dim"))
+    return _flow(items, width, "  ")
 
 
 def _height(console: Console, options: ConsoleOptions, parts: list[RenderableType]) -> int:
@@ -370,6 +392,8 @@ def _details(snap: LiveSnapshot, width: int) -> list[RenderableType]:
         if grid.row_count:
             lines.append(grid)
         parts.append(Padding(Group(*lines), (0, 0, 0, 2)))
+    if not labels:  # glyphs alone: say what they mean
+        parts.extend([Text(""), *_legend(width, strip=False)])
     return parts
 
 
