@@ -766,7 +766,7 @@ def test_decision_line(decision: Decision, line: str) -> None:
             msgspec.structs.replace(
                 many(), final=True, bad_events=3, statistics=Statistics(events=381, unmatched=1)
             ),
-            "12 conversations: 3 passed, 4 failed, 5 pending (2 stopped early); "
+            "12 conversations: 3 passed, 4 failed, 5 open (2 stopped early); "
             "381 events in 83.4 s (212 events/s); 3 bad events skipped; 1 conversation not judged",
         ),
         (empty(), "0 conversations: 0 passed, 0 failed; 0 events in 0.4 s (0 events/s)"),
@@ -856,3 +856,31 @@ def test_a_legend_wider_than_the_console_flows_onto_a_second_line() -> None:
         "n/m: n of m assertions decided",
     ]
     assert len(lines) <= 24
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_after_ctrl_c_the_view_says_interrupted_and_counts_open_conversations(
+    width: int, height: int
+) -> None:
+    # Ctrl-C with conversations under way: nothing runs any more, and nothing is
+    # "finished" that has not finished. Every count says "open", the same number.
+    snap = msgspec.structs.replace(crowd(), final=True, interrupted=True)
+    text = render(LiveView(snap), width, height)
+    check_golden(f"interrupted_{width}x{height}", text)
+    assert len(text.splitlines()) <= height
+    assert "mantle-stream watch · interrupted" in text.splitlines()[0]
+    assert "finished" not in text and "running" not in text
+    assert "20 conversations · 13 open · 3 passed · 4 failed" in text
+    assert "3 passed, 4 failed, 13 open (2 stopped early);" in " ".join(text.splitlines())
+    if height == 24:
+        assert "+12 more: 5 open, 4 failed, 3 passed" in text.splitlines()
+
+
+def test_a_run_ended_by_its_feed_is_finished_and_its_open_conversations_open() -> None:
+    # --fail-fast: the run ended with conversations under way, but was not interrupted.
+    snap = msgspec.structs.replace(mixed(), final=True)
+    text = render(LiveView(snap), 100)
+    assert "mantle-stream watch · finished" in text
+    assert "3 conversations · 1 open · 1 passed · 1 failed" in text
+    live = render(LiveView(mixed()), 100)
+    assert "● live" in live and "1 running" in live

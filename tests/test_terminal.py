@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import termios
-import time
 from pathlib import Path
 
 import pytest
@@ -45,12 +44,13 @@ def terminal(
     rows: int = 50,
     pty_for: str = "both",
     env: dict[str, str] | None = None,
-    interrupt_after: float | None = None,
+    interrupt_on: bytes | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run mantle-stream with standard output and/or error on a pseudo-terminal of
     ``columns`` by ``rows``: its exit status, what the terminal showed, and what went
     to the other stream (a file, so that neither side can block the other).
-    ``interrupt_after``: seconds after which it is sent SIGINT, as Ctrl-C would."""
+    ``interrupt_on``: once the terminal has shown these bytes, it is sent SIGINT, as
+    Ctrl-C would (not before: its handler is installed once the run has begun)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
@@ -66,14 +66,12 @@ def terminal(
         )
         os.close(slave)
         shown = bytearray()
-        deadline = None if interrupt_after is None else time.monotonic() + interrupt_after
         while True:
-            if deadline is not None:
-                ready, _, _ = select.select([master], [], [], max(deadline - time.monotonic(), 0))
-                if not ready:
-                    proc.send_signal(signal.SIGINT)
-                    deadline = None
-                    continue
+            if interrupt_on is not None and interrupt_on in shown:
+                proc.send_signal(signal.SIGINT)
+                interrupt_on = None
+            if interrupt_on is not None and not select.select([master], [], [], 60)[0]:
+                proc.kill()  # what it was to be interrupted on never came
             try:
                 data = os.read(master, 65536)
             except OSError:  # EIO: every writer of the terminal has gone
@@ -235,3 +233,35 @@ def test_every_table_the_demo_draws_ends_with_the_legend_of_its_marks(
     tables = [frame for frame in frames if any(ROW.match(line) for line in frame)]
     assert len(tables) >= 5
     assert all([line for line in frame if line][-1] == legend for frame in tables)
+
+
+def test_ctrl_c_on_a_watch_leaves_a_view_that_says_interrupted(tmp_path: Path) -> None:
+    # One run written whole, one still under way: Ctrl-C leaves it open, and the
+    # closing view (on the normal screen, 80x24) says so once, consistently.
+    lines = CARD_EVENTS.read_text().splitlines(keepends=True)
+    ended = [line for line in lines if "sim-5588a28d" in line]
+    cid = "sim-5588a28d-011b-4f0b-822a-91e1448a99c5"
+    under_way = [line.replace(cid, "run-under-way") for line in ended[:12]]
+    feed = tmp_path / "rasa_event.log"
+    feed.write_text("".join(ended + under_way))
+    code, shown, _ = terminal(
+        ["watch", str(CARD), "--events", f"follow:{feed}"],
+        columns=80,
+        rows=24,
+        interrupt_on=b"run-under-way",
+    )
+    screen = closing_screen(shown)
+    assert "mantle-stream watch · interrupted" in screen[0]
+    text = "\n".join(screen)
+    assert "2 conversations · 1 open · 1 passed · 0 failed" in text
+    assert "2 conversations: 1 passed, 0 failed, 1 open;" in text
+    assert "finished" not in text and "running" not in text
+    assert code == 130  # interrupted, nothing failed
+
+
+def test_ctrl_c_on_the_demo_leaves_a_view_that_says_interrupted() -> None:
+    code, shown, _ = terminal(["demo"], columns=80, rows=24, interrupt_on=b"\xe2\x9c\x98")  # a ✘
+    screen = closing_screen(shown)
+    assert "mantle-stream watch · interrupted" in screen[0], screen
+    assert not any("finished" in line or "running" in line for line in screen[:24])
+    assert code in (1, 130)

@@ -19,7 +19,10 @@ it out, so nothing depends on how rich would shrink an over-wide table:
    rather than split when the terminal is narrow. The conversation counts are
    taken from the rows, so the header always agrees with what is shown:
    *running* means the verdict is still pending; a conversation with a failed
-   assertion is *failed* at once (its outcome cannot change any more).
+   assertion is *failed* at once (its outcome cannot change any more). Once
+   the run has ended nothing runs: the closing view calls those conversations
+   *open* (header, ``+N more``, per-scenario rows and summary alike), and its
+   title says *interrupted* when Ctrl-C or SIGTERM ended it, else *finished*.
 2. **Body.** With at most ``detail_limit`` conversations, and when their
    sections fit in the height left (a terminal would cut the rest off with
    nothing to say what is missing), one section each,
@@ -112,6 +115,7 @@ class LiveSnapshot(msgspec.Struct, frozen=True):
     source: str = ""
     bad_events: int = 0  # skipped bad lines
     final: bool = False  # the closing render: feed ended or Ctrl-C
+    interrupted: bool = False  # (final) Ctrl-C or SIGTERM ended the run, not its feed
     omitted: tuple[int, int] = (0, 0)  # finished conversations let go of: passed, failed
 
 
@@ -149,7 +153,7 @@ def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
         (f"{counts['failed']} failed", "bold red" if counts["failed"] else ""),
     )
     if counts["pending"]:
-        outcome.append_text(Text.assemble(", ", (f"{counts['pending']} pending", "yellow")))
+        outcome.append_text(Text.assemble(", ", (f"{counts['pending']} open", "yellow")))
     stopped = len(set(snapshot.stopped_early))
     if stopped:
         outcome.append(f" ({stopped} stopped early)", style=_STOP_STYLE)
@@ -170,6 +174,13 @@ def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
             )
         )
     return clauses
+
+
+def _open(snap: LiveSnapshot) -> str:
+    """What a conversation whose verdict is pending is called: *running* while the
+    run lasts; once it has ended (Ctrl-C, --fail-fast) nothing runs any more, and it
+    is *open*, everywhere the closing view counts it."""
+    return "open" if snap.final else "running"
 
 
 def _one_line(text: str) -> str:
@@ -224,7 +235,11 @@ class LiveView:
         title = Text.assemble(
             ("mantle-stream watch", "bold"),
             " · ",
-            ("finished", "bold") if snap.final else ("● live", "green"),
+            ("interrupted", "bold yellow")
+            if snap.final and snap.interrupted
+            else ("finished", "bold")
+            if snap.final
+            else ("● live", "green"),
         )
         parts: list[RenderableType] = [
             Panel(
@@ -312,7 +327,7 @@ def _header_lines(snap: LiveSnapshot, width: int) -> list[Text]:
     counts = _counts(snap)
     convs = [
         _count(len(snap.conversations) + sum(snap.omitted), "conversation"),
-        _count(counts["pending"], "running", "yellow", plural=False),
+        _count(counts["pending"], _open(snap), "yellow", plural=False),
         _count(counts["passed"], "passed", "green", plural=False),
         _count(counts["failed"], "failed", "bold red" if counts["failed"] else "", plural=False),
     ]
@@ -532,7 +547,7 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
     if hidden:
         tally = _tally(c.verdict for c in hidden)
         said = ", ".join(
-            f"{tally[v]} {'running' if v == 'pending' else v}"
+            f"{tally[v]} {_open(snap) if v == 'pending' else v}"
             for v in ("pending", "failed", "passed")
             if tally[v]
         )
@@ -557,7 +572,7 @@ def _scenario_rows(snap: LiveSnapshot, width: int, budget: int) -> list[Renderab
     table = Table.grid(padding=(0, 1))
     table.show_header = True
     table.header_style = "bold"
-    numbers = ("runs", "running", "passed", "failed", "errored", "rate")
+    numbers = ("runs", _open(snap), "passed", "failed", "errored", "rate")
     # The counts keep their width; the scenario's name gives way (ellipsized).
     room = width - sum(len(name) + 1 for name in numbers) - 1
     table.add_column(
