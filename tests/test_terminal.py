@@ -265,3 +265,10 @@ def test_ctrl_c_on_the_demo_leaves_a_view_that_says_interrupted() -> None:
     assert "mantle-stream watch · interrupted" in screen[0], screen
     assert not any("finished" in line or "running" in line for line in screen[:24])
     assert code in (1, 130)
+
+
+def test_the_demo_clock_starts_at_zero_not_at_the_machine_uptime() -> None:
+    # The first frame is drawn before the gate has started: its clock read 176:25.1.
+    frames = live_frames(demo_on(80, 24)[1])
+    clocks = [m.group(0) for f in frames for line in f if (m := re.search(r"\d+:\d\d\.\d", line))]
+    assert clocks and all(clock.startswith("00:") for clock in clocks), clocks[:3]
