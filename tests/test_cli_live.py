@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -79,6 +80,33 @@ def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() ->
     stopped = next(line for line in out if line.startswith("stopped early:"))
     assert CHATTY in stopped  # the long conversation is cut short
     assert "user turns the simulator did not have to play" in stopped
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["in-the-clone", "elsewhere"])
+def test_the_demo_digest_cites_scenario_files_the_user_can_open(
+    inside: bool, tmp_path: Path
+) -> None:
+    # In a clone, relative to where the user stands; elsewhere, the installed file.
+    proc = subprocess.run(
+        [sys.executable, "-m", "mantle_stream", "demo", "--speed", "25"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT if inside else tmp_path,
+        timeout=80,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    cited = re.findall(r"^  (\S+\.yml):(\d+)  #", proc.stdout, re.MULTILINE)
+    assert cited
+    balance = SCENARIOS / "balance_and_limits.yml"
+    if inside:
+        assert ("examples/eval/scenarios/balance_and_limits.yml", "58") in cited
+    else:
+        assert (str(balance.resolve()), "58") in cited
+    for path, line in cited:
+        where = Path(path) if Path(path).is_absolute() else ROOT / path
+        assert where.resolve().parent == SCENARIOS.resolve()
+        assert len(where.read_text().splitlines()) >= int(line)
 
 
 def test_junit_is_well_formed_with_one_case_per_assertion(tmp_path: Path) -> None:

@@ -493,7 +493,7 @@ def test_colour_changes_no_character_of_the_layout(name: str, width: int, limit:
 def test_compact_rows_run_running_then_failed_then_passed() -> None:
     lines = render(LiveView(many()), 120).splitlines()
     table = next(i for i, line in enumerate(lines) if line.lstrip().startswith("conversation"))
-    rows = [line for line in lines[table + 1 :] if line.strip()]
+    rows = [line for line in lines[table + 1 :] if re.match(r"[…✘✔][ ■] ", line)]
     marks = "".join(row[0] for row in rows)
     assert marks == "…" * 5 + "✘" * 4 + "✔" * 3
 
@@ -501,7 +501,7 @@ def test_compact_rows_run_running_then_failed_then_passed() -> None:
 def test_compact_latest_is_the_newest_decision_else_the_first_failure() -> None:
     text = render(LiveView(many()), 120)
     split = next(line for line in text.splitlines() if "card-replace-split-3" in line)
-    assert "✔ #2 memory `card_replace.selected_card_i" in split
+    assert "✔ #2 memory `card_replace.selected_card" in split
     express = next(line for line in text.splitlines() if "card-replace-express-2" in line)
     assert "✘ #1 tool `order_replacement` never ran" in express
 
@@ -522,7 +522,7 @@ def test_a_failed_row_shows_its_failure_even_when_a_pass_came_after() -> None:
     row = next(
         line for line in render(LiveView(snap), 120).splitlines() if "balance-wait-2" in line
     )
-    assert "✘ #3 agent uttered the forbidden message" in row
+    assert "✘ #3 agent uttered the forbidden" in row
 
 
 def test_long_ids_are_cut_in_the_middle_keeping_their_tail() -> None:
@@ -546,8 +546,52 @@ def test_detail_limit_chooses_between_sections_and_the_table() -> None:
     compact = render(LiveView(mixed(), detail_limit=2), 100).splitlines()
     assert any(line.lstrip().startswith("conversation") for line in compact[4:8])
     assert re.search(
-        r"\n  ✘ failed +#1 tool_executed ", render(LiveView(many(), detail_limit=12), 120)
+        r"\n  ✘ failed +#1 tool_executed ",
+        render(LiveView(many(), detail_limit=12), 120, height=200),
     )
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_sections_taller_than_the_screen_give_way_to_the_table(width: int, height: int) -> None:
+    # Five running conversations of a dozen assertions each: a section each would
+    # be cut off by the terminal mid-list, with nothing to say what is missing.
+    snap = msgspec.structs.replace(
+        many(), conversations=tuple(c for c in many().conversations if c.verdict == "pending")
+    )
+    text = render(LiveView(snap), width, height)
+    check_golden(f"running_{width}x{height}", text)
+    assert len(text.splitlines()) <= height
+    for conv in snap.conversations:
+        assert conv.conversation_id in text
+    # When the sections fit, they are shown.
+    tall = render(LiveView(snap), width, 200)
+    assert "… pending  card-replace-split-3" in tall and "conversation " not in tall
+
+
+def crowd() -> LiveSnapshot:
+    """:func:`many` and eight more running conversations: twenty, nine of them running."""
+    snap = many()
+    more = tuple(_conv(f"card-replace-more-{n}", CARD, "pp" + "." * 10, 9) for n in range(8))
+    return msgspec.structs.replace(snap, conversations=(*snap.conversations, *more))
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "more"),
+    [(80, 24, "+9 more: 2 running, 4 failed, 3 passed"), (160, 50, "")],
+)
+def test_rows_that_do_not_fit_end_with_how_many_more_and_what_they_are(
+    width: int, height: int, more: str
+) -> None:
+    snap = crowd()
+    text = render(LiveView(snap), width, height)
+    check_golden(f"crowd_{width}x{height}", text)
+    lines = text.splitlines()
+    assert len(lines) <= height
+    shown = [c for c in snap.conversations if c.conversation_id in text]
+    if more:  # (the legend comes last)
+        assert lines[-2] == more and int(more[1:].split()[0]) == 20 - len(shown)
+    else:
+        assert len(shown) == 20
 
 
 @pytest.mark.parametrize(
@@ -722,7 +766,7 @@ def test_decision_line(decision: Decision, line: str) -> None:
             msgspec.structs.replace(
                 many(), final=True, bad_events=3, statistics=Statistics(events=381, unmatched=1)
             ),
-            "12 conversations: 3 passed, 4 failed, 5 pending (2 stopped early); "
+            "12 conversations: 3 passed, 4 failed, 5 open (2 stopped early); "
             "381 events in 83.4 s (212 events/s); 3 bad events skipped; 1 conversation not judged",
         ),
         (empty(), "0 conversations: 0 passed, 0 failed; 0 events in 0.4 s (0 events/s)"),
@@ -747,3 +791,96 @@ def test_compact_view_has_a_row_per_scenario_with_its_runs() -> None:
         many(), conversations=tuple(c for c in many().conversations if c.scenario == CARD)
     )
     assert not any(line.startswith("scenario ") for line in render(LiveView(one), 120).splitlines())
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_a_scenario_name_is_shown_whole_beside_the_id_or_under_it(width: int, height: int) -> None:
+    # A simulator's 40-character id leaves a few letters for the scenario at 80
+    # columns: the name goes on a line of its own rather than be cut to "Custom…".
+    cid = "sim-b883b692-dab1-4e16-ab70-386f8c586ddf"
+    snap = LiveSnapshot(
+        (_conv(cid, BALANCE, "pp.......", 11, turns=1),),
+        Statistics(events=11, conversations=1, open=1),
+        elapsed=1.5,
+        events_per_second=7.3,
+        source="demo",
+    )
+    text = render(LiveView(snap), width, height)
+    check_golden(f"heading_{width}x{height}", text)
+    lines = text.splitlines()
+    heading = next(i for i, line in enumerate(lines) if cid in line)
+    if width < 100:
+        assert lines[heading + 1].rstrip() == " " * len("… pending  ") + BALANCE
+    else:
+        assert f"{cid}  {BALANCE} " in lines[heading]
+
+
+def test_the_scenario_column_gets_whole_names_when_the_latest_keeps_its_width() -> None:
+    wide = render(LiveView(crowd()), 160, 50)
+    rows = [line for line in wide.splitlines() if re.match(r"[…✘✔][ ■] ", line)]
+    assert rows and all(c.scenario and c.scenario in wide for c in crowd().conversations)
+    assert all(
+        any(f" {name} " in row for name in (CARD, TRANSFER, IDENTITY, BALANCE, FRAUD))
+        for row in rows
+    )
+    narrow = render(LiveView(crowd()), 80, 24)  # no room: the scenario column gives way
+    assert not any("Custom" in line for line in narrow.splitlines() if re.match(r"[…✘✔]", line))
+
+
+LEGEND = "✔ passed  ✘ failed  · pending  - skipped  n/m: n of m assertions decided"
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_the_table_ends_with_a_one_line_legend_of_its_marks(width: int, height: int) -> None:
+    for snap in (many(), crowd(), msgspec.structs.replace(many(), final=True)):
+        lines = render(LiveView(snap), width, height).splitlines()
+        assert len(lines) <= height
+        legend = [i for i, line in enumerate(lines) if line == LEGEND]
+        assert len(legend) == 1
+        # Under the table (and its "+N more"), above the summary when final.
+        assert not any(re.match(r"[…✘✔][ ■] ", line) for line in lines[legend[0] + 1 :])
+
+
+def test_sections_marked_by_glyphs_alone_say_what_the_glyphs_mean() -> None:
+    narrow = render(LiveView(mixed()), 80).splitlines()
+    assert narrow[-1] == "✔ passed  ✘ failed  … pending  - skipped"
+    wide = render(LiveView(mixed()), 100)  # the marks are words: no legend
+    assert "✔ passed  ✘ failed" not in wide
+
+
+def test_a_legend_wider_than_the_console_flows_onto_a_second_line() -> None:
+    lines = render(LiveView(many()), 60, 24).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("✔ passed  ✘ failed"))
+    assert lines[at:] == [
+        "✔ passed  ✘ failed  · pending  - skipped",
+        "n/m: n of m assertions decided",
+    ]
+    assert len(lines) <= 24
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_after_ctrl_c_the_view_says_interrupted_and_counts_open_conversations(
+    width: int, height: int
+) -> None:
+    # Ctrl-C with conversations under way: nothing runs any more, and nothing is
+    # "finished" that has not finished. Every count says "open", the same number.
+    snap = msgspec.structs.replace(crowd(), final=True, interrupted=True)
+    text = render(LiveView(snap), width, height)
+    check_golden(f"interrupted_{width}x{height}", text)
+    assert len(text.splitlines()) <= height
+    assert "mantle-stream watch · interrupted" in text.splitlines()[0]
+    assert "finished" not in text and "running" not in text
+    assert "20 conversations · 13 open · 3 passed · 4 failed" in text
+    assert "3 passed, 4 failed, 13 open (2 stopped early);" in " ".join(text.splitlines())
+    if height == 24:
+        assert "+12 more: 5 open, 4 failed, 3 passed" in text.splitlines()
+
+
+def test_a_run_ended_by_its_feed_is_finished_and_its_open_conversations_open() -> None:
+    # --fail-fast: the run ended with conversations under way, but was not interrupted.
+    snap = msgspec.structs.replace(mixed(), final=True)
+    text = render(LiveView(snap), 100)
+    assert "mantle-stream watch · finished" in text
+    assert "3 conversations · 1 open · 1 passed · 1 failed" in text
+    live = render(LiveView(mixed()), 100)
+    assert "● live" in live and "1 running" in live

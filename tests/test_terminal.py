@@ -11,6 +11,8 @@ import fcntl
 import os
 import pty
 import re
+import select
+import signal
 import struct
 import subprocess
 import sys
@@ -19,6 +21,8 @@ import termios
 from pathlib import Path
 
 import pytest
+
+import mantle_stream as ms
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -34,13 +38,21 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def terminal(
-    args: list[str], *, columns: int = 110, pty_for: str = "both", env: dict[str, str] | None = None
+    args: list[str],
+    *,
+    columns: int = 110,
+    rows: int = 50,
+    pty_for: str = "both",
+    env: dict[str, str] | None = None,
+    interrupt_on: bytes | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run mantle-stream with standard output and/or error on a pseudo-terminal of
-    ``columns`` columns: its exit status, what the terminal showed, and what went
-    to the other stream (a file, so that neither side can block the other)."""
+    ``columns`` by ``rows``: its exit status, what the terminal showed, and what went
+    to the other stream (a file, so that neither side can block the other).
+    ``interrupt_on``: once the terminal has shown these bytes, it is sent SIGINT, as
+    Ctrl-C would (not before: its handler is installed once the run has begun)."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     environment.update(env or {})
     with tempfile.TemporaryFile() as other:
@@ -55,6 +67,11 @@ def terminal(
         os.close(slave)
         shown = bytearray()
         while True:
+            if interrupt_on is not None and interrupt_on in shown:
+                proc.send_signal(signal.SIGINT)
+                interrupt_on = None
+            if interrupt_on is not None and not select.select([master], [], [], 60)[0]:
+                proc.kill()  # what it was to be interrupted on never came
             try:
                 data = os.read(master, 65536)
             except OSError:  # EIO: every writer of the terminal has gone
@@ -121,3 +138,137 @@ def test_the_closing_lines_wrap_on_word_boundaries(columns: int) -> None:
     # Six ids of 40 characters each, every one whole on its line.
     assert len(re.findall(r"sim-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", joined)) == 6
     assert "user turns the simulator did not have to play" in joined
+
+
+# ---------------------------------------------------------------- the live view, as seen
+
+
+ESCAPE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-B]|[=>78])")
+
+
+def closing_screen(shown: bytes) -> list[str]:
+    """What stays on the terminal once the live view has left the alternate screen:
+    the final frame and the closing lines, colourless, right-stripped."""
+    text = shown.decode(errors="replace")
+    text = text[text.rindex("\x1b[?1049l") :] if "\x1b[?1049l" in text else text
+    return [line.rstrip() for line in ESCAPE.sub("", text).replace("\r", "").split("\n")]
+
+
+def live_frames(shown: bytes) -> list[list[str]]:
+    """Every frame the live view drew on the alternate screen, colourless: rich redraws
+    the whole screen from its top-left corner (``ESC [ H``) each time."""
+    text = shown.decode(errors="replace")
+    start, end = text.find("\x1b[?1049h"), text.rfind("\x1b[?1049l")
+    if start < 0 or end < 0:
+        return []
+    frames = []
+    for chunk in text[start:end].split("\x1b[H"):
+        lines = [line.rstrip() for line in ESCAPE.sub("", chunk).replace("\r", "").split("\n")]
+        if any(lines):
+            frames.append(lines)
+    return frames
+
+
+HEADER = re.compile(r"│ (\d+) conversations? · (\d+) (?:running|open)")
+ROW = re.compile(r"^[…✘✔][ ■] ")
+SECTION = re.compile(r"^(?:… pending|✘ failed|✔ passed)  (?![✘✔…·-] )")  # (not the legend)
+MORE = re.compile(r"^\+(\d+) more: ")
+
+
+def every_conversation_accounted_for(frame: list[str]) -> bool:
+    """A frame shows each conversation of its header (a row or a section) or counts it
+    in its ``+N more`` line: nothing is cut off by the terminal unsaid."""
+    header = next((HEADER.search(line) for line in frame if HEADER.search(line)), None)
+    if header is None:
+        return True
+    shown = sum(bool(ROW.match(line) or SECTION.match(line)) for line in frame)
+    more = sum(int(m.group(1)) for line in frame if (m := MORE.match(line)))
+    return shown + more == int(header.group(1))
+
+
+_DEMO_RUNS: dict[tuple[int, int], tuple[int, bytes]] = {}
+
+
+def demo_on(columns: int, rows: int) -> tuple[int, bytes]:
+    """``mantle-stream demo`` on a terminal of that size (run once per size per module)."""
+    if (columns, rows) not in _DEMO_RUNS:
+        code, shown, _ = terminal(["demo", "--speed", "3"], columns=columns, rows=rows)
+        _DEMO_RUNS[columns, rows] = code, shown
+    return _DEMO_RUNS[columns, rows]
+
+
+SIZES = pytest.mark.parametrize(("columns", "rows"), [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+
+
+@SIZES
+def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(columns: int, rows: int) -> None:
+    code, shown = demo_on(columns, rows)
+    assert code == 1
+    frames = live_frames(shown)
+    judged = [frame for frame in frames if HEADER.search("\n".join(frame))]
+    assert len(judged) >= 10
+    assert all(len(frame) <= rows for frame in frames)
+    cut = [frame for frame in judged if not every_conversation_accounted_for(frame)]
+    assert not cut, "\n".join(cut[0])
+
+
+@SIZES
+def test_the_demo_never_cuts_a_scenario_name_to_a_few_letters(columns: int, rows: int) -> None:
+    names = [s.name for s in ms.load_scenarios([SCENARIOS])]
+    frames = live_frames(demo_on(columns, rows)[1])
+    lines = [line for frame in frames for line in frame]
+    assert not [line for line in lines if re.search(r"\bCusto?m?e?r?…", line)]
+    if columns >= 160:  # room to spare: every row and section names its scenario whole
+        rows_with = [line for line in lines if (ROW.match(line) or SECTION.match(line))]
+        assert rows_with
+        assert all(any(name in line for name in names) for line in rows_with), rows_with
+
+
+@SIZES
+def test_every_table_the_demo_draws_ends_with_the_legend_of_its_marks(
+    columns: int, rows: int
+) -> None:
+    legend = "✔ passed  ✘ failed  · pending  - skipped  n/m: n of m assertions decided"
+    frames = live_frames(demo_on(columns, rows)[1])
+    tables = [frame for frame in frames if any(ROW.match(line) for line in frame)]
+    assert len(tables) >= 5
+    assert all([line for line in frame if line][-1] == legend for frame in tables)
+
+
+def test_ctrl_c_on_a_watch_leaves_a_view_that_says_interrupted(tmp_path: Path) -> None:
+    # One run written whole, one still under way: Ctrl-C leaves it open, and the
+    # closing view (on the normal screen, 80x24) says so once, consistently.
+    lines = CARD_EVENTS.read_text().splitlines(keepends=True)
+    ended = [line for line in lines if "sim-5588a28d" in line]
+    cid = "sim-5588a28d-011b-4f0b-822a-91e1448a99c5"
+    under_way = [line.replace(cid, "run-under-way") for line in ended[:12]]
+    feed = tmp_path / "rasa_event.log"
+    feed.write_text("".join(ended + under_way))
+    code, shown, _ = terminal(
+        ["watch", str(CARD), "--events", f"follow:{feed}"],
+        columns=80,
+        rows=24,
+        interrupt_on=b"run-under-way",
+    )
+    screen = closing_screen(shown)
+    assert "mantle-stream watch · interrupted" in screen[0]
+    text = "\n".join(screen)
+    assert "2 conversations · 1 open · 1 passed · 0 failed" in text
+    assert "2 conversations: 1 passed, 0 failed, 1 open;" in text
+    assert "finished" not in text and "running" not in text
+    assert code == 130  # interrupted, nothing failed
+
+
+def test_ctrl_c_on_the_demo_leaves_a_view_that_says_interrupted() -> None:
+    code, shown, _ = terminal(["demo"], columns=80, rows=24, interrupt_on=b"\xe2\x9c\x98")  # a ✘
+    screen = closing_screen(shown)
+    assert "mantle-stream watch · interrupted" in screen[0], screen
+    assert not any("finished" in line or "running" in line for line in screen[:24])
+    assert code in (1, 130)
+
+
+def test_the_demo_clock_starts_at_zero_not_at_the_machine_uptime() -> None:
+    # The first frame is drawn before the gate has started: its clock read 176:25.1.
+    frames = live_frames(demo_on(80, 24)[1])
+    clocks = [m.group(0) for f in frames for line in f if (m := re.search(r"\d+:\d\d\.\d", line))]
+    assert clocks and all(clock.startswith("00:") for clock in clocks), clocks[:3]

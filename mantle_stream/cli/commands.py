@@ -290,6 +290,7 @@ class _Session:
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
         self.unread: dict[str, str] = {}  # conversations the source could not read, why
+        self.interrupted = False  # Ctrl-C or SIGTERM ended the run: the closing view says so
 
     def runner(self, **options: Any) -> Runner:
         """A runner over the evaluator that tells every sink what it decides and stops.
@@ -318,6 +319,7 @@ class _Session:
             source=self.source,
             bad_events=statistics.bad_events,
             final=final,
+            interrupted=final and self.interrupted,
             omitted=(omitted["passed"], omitted["failed"]),
         )
 
@@ -329,6 +331,7 @@ class _Session:
         async def drive(tg: anyio.abc.TaskGroup) -> None:
             nonlocal outcome
             outcome = await runner.run(feed)
+            self.interrupted = outcome.ending == "cancelled"
             tg.cancel_scope.cancel()
 
         async with anyio.create_task_group() as tg:
@@ -371,6 +374,20 @@ class _Session:
     def close(self) -> None:
         # (JUnit's temporary file goes too, when the run ended before _finish.)
         self.sinks.close()
+
+
+class _Interrupting:
+    """What Ctrl-C does to a gate or a Kafka member: ``stop`` it, and the session's
+    closing view says it was interrupted (a runner's outcome says so itself; a gate
+    or a member stops the same way whoever asks)."""
+
+    def __init__(self, session: _Session, stop: Callable[[], None]) -> None:
+        self.session = session
+        self._stop = stop
+
+    def stop(self) -> None:
+        self.session.interrupted = True
+        self._stop()
 
 
 def _say_output_failed(message: str) -> None:
@@ -731,8 +748,10 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         on_bad=say_skipped if args.on_bad_event == "skip" else None,
         on_tick=tick,
     )
+    interrupt = _Interrupting(session, member.stop)
     previous = {
-        sig: signal.signal(sig, lambda *_: member.stop()) for sig in (signal.SIGINT, signal.SIGTERM)
+        sig: signal.signal(sig, lambda *_: interrupt.stop())
+        for sig in (signal.SIGINT, signal.SIGTERM)
     }
     print(f"mantle-stream: joining group `{group}` on {redact(args.events[0])}",
           file=sys.stderr, flush=True)  # fmt: skip
@@ -848,12 +867,20 @@ def _demo(args: argparse.Namespace) -> int:
             front.append(gate)
             session.source = f"demo: Rasa-style simulator → gate {gate.address} → stand-in agent"
 
+            playing = anyio.CancelScope()
+
             async def play() -> None:
-                await simulate(gate.address, runs, concurrency=args.concurrency,
-                               think=1.2 / args.speed)  # fmt: skip
+                with playing:
+                    await simulate(gate.address, runs, concurrency=args.concurrency,
+                                   think=1.2 / args.speed)  # fmt: skip
                 gate.stop()
 
-            tasks.start_soon(stop_on_signals, gate)
+            def interrupt() -> None:
+                # The simulator too: runs it would start next would find the gate closed.
+                playing.cancel()
+                gate.stop()
+
+            tasks.start_soon(stop_on_signals, _Interrupting(session, interrupt))
             tasks.start_soon(play)
             with session.live_view(gate) as view:
                 tasks.start_soon(_refresh, view, session, gate)

@@ -59,11 +59,23 @@ def _data(folder: str, suffix: str) -> list[Path]:
 
 
 def demo_scenarios() -> list[Scenario]:
-    """The bundled example scenarios."""
+    """The bundled example scenarios, each named by a path the user can open (the
+    failure digest cites ``path:line``): see :func:`_shown`."""
     return [
-        load_scenario_text(p.read_text(encoding="utf-8"), f"demo/{p.name}")
+        load_scenario_text(p.read_text(encoding="utf-8"), _shown(p))
         for p in _data("scenarios", ".yml")
     ]
+
+
+def _shown(path: Path) -> str:
+    """The file's real path: relative to the current directory when inside it
+    (``examples/eval/scenarios/...`` in a clone, where ``_demo_data`` is a link to
+    ``examples/eval``), else absolute (the installed package's copy)."""
+    real = path.resolve()
+    try:
+        return str(real.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(real)
 
 
 def demo_assignments() -> dict[str, str]:

@@ -113,13 +113,16 @@ class Gate:
         self.proxy: GateProxy | None = None
         self._server: Any = None
         self._stopping = False
-        self.started = 0.0
+        self.started: float | None = None  # loop time when run() began
         self.ended: float | None = None
 
     # ------------------------------------------------------------------ what the live view reads
 
     @property
     def elapsed(self) -> float:
+        """Seconds the gate has run (0 before it starts: the live view's first frame)."""
+        if self.started is None:
+            return 0.0
         end = self.ended if self.ended is not None else anyio.current_time()
         return end - self.started
 

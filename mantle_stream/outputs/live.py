@@ -19,16 +19,23 @@ it out, so nothing depends on how rich would shrink an over-wide table:
    rather than split when the terminal is narrow. The conversation counts are
    taken from the rows, so the header always agrees with what is shown:
    *running* means the verdict is still pending; a conversation with a failed
-   assertion is *failed* at once (its outcome cannot change any more).
-2. **Body.** With at most ``detail_limit`` conversations, one section each,
+   assertion is *failed* at once (its outcome cannot change any more). Once
+   the run has ended nothing runs: the closing view calls those conversations
+   *open* (header, ``+N more``, per-scenario rows and summary alike), and its
+   title says *interrupted* when Ctrl-C or SIGTERM ended it, else *finished*.
+2. **Body.** With at most ``detail_limit`` conversations, and when their
+   sections fit in the height left (a terminal would cut the rest off with
+   nothing to say what is missing), one section each,
    in order of first event so sections never jump while watched: a heading
    (mark, id, scenario; events, turns, the ``■ stopped early`` badge) and one
    line per assertion (verdict label, ``#index kind``, the ``seq`` and turn
    that decided it or ``end``, the reason folded to at most
-   :data:`REASON_LINES` lines). With more, a compact table, one row per
+   :data:`REASON_LINES` lines). Otherwise a compact table, one row per
    conversation: running first (what is still moving), then failed (what
    needs reading), then passed; rows are capped to the height available with
-   a ``+N more`` line saying what was left out. Its columns give way in order
+   a ``+N more`` line saying what was left out, and a legend of the marks
+   ends the view (:func:`_legend`; sections marked by glyphs alone get one
+   too). Its columns give way in order
    of importance when narrow (see :func:`_compact_columns`): the latest
    movement is what a watcher reads, so the scenario yields first.
 3. **Summary** (``final`` only): :func:`summary_line`, coloured.
@@ -65,6 +72,7 @@ __all__ = [
     "MIN_SCENARIO_WIDTH",
     "REASON_LINES",
     "STRIP_CELLS",
+    "WIDE_LATEST_WIDTH",
     "WIDE_REASON_WIDTH",
     "LiveSnapshot",
     "LiveView",
@@ -85,6 +93,8 @@ MAX_ID_WIDTH = 24
 MIN_SCENARIO_WIDTH = 12
 #: Compact columns give way until the latest movement has this many cells.
 MIN_LATEST_WIDTH = 24
+#: The scenario's whole name is shown when the latest movement keeps this many cells.
+WIDE_LATEST_WIDTH = 40
 #: Row budget for the compact table when the console gives no usable height.
 DEFAULT_HEIGHT = 30
 
@@ -105,6 +115,7 @@ class LiveSnapshot(msgspec.Struct, frozen=True):
     source: str = ""
     bad_events: int = 0  # skipped bad lines
     final: bool = False  # the closing render: feed ended or Ctrl-C
+    interrupted: bool = False  # (final) Ctrl-C or SIGTERM ended the run, not its feed
     omitted: tuple[int, int] = (0, 0)  # finished conversations let go of: passed, failed
 
 
@@ -142,7 +153,7 @@ def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
         (f"{counts['failed']} failed", "bold red" if counts["failed"] else ""),
     )
     if counts["pending"]:
-        outcome.append_text(Text.assemble(", ", (f"{counts['pending']} pending", "yellow")))
+        outcome.append_text(Text.assemble(", ", (f"{counts['pending']} open", "yellow")))
     stopped = len(set(snapshot.stopped_early))
     if stopped:
         outcome.append(f" ({stopped} stopped early)", style=_STOP_STYLE)
@@ -163,6 +174,13 @@ def _summary_clauses(snapshot: LiveSnapshot) -> list[Text]:
             )
         )
     return clauses
+
+
+def _open(snap: LiveSnapshot) -> str:
+    """What a conversation whose verdict is pending is called: *running* while the
+    run lasts; once it has ended (Ctrl-C, --fail-fast) nothing runs any more, and it
+    is *open*, everywhere the closing view counts it."""
+    return "open" if snap.final else "running"
 
 
 def _one_line(text: str) -> str:
@@ -217,7 +235,11 @@ class LiveView:
         title = Text.assemble(
             ("mantle-stream watch", "bold"),
             " · ",
-            ("finished", "bold") if snap.final else ("● live", "green"),
+            ("interrupted", "bold yellow")
+            if snap.final and snap.interrupted
+            else ("finished", "bold")
+            if snap.final
+            else ("● live", "green"),
         )
         parts: list[RenderableType] = [
             Panel(
@@ -241,14 +263,21 @@ class LiveView:
                     style="dim",
                 )
             )
-        elif len(snap.conversations) <= self.detail_limit:
-            parts.extend(_details(snap, width))
         else:
             height = options.height if options.height is not None else options.max_height
             if height <= 0:
                 height = DEFAULT_HEIGHT
-            # What is left once the panel, the table's header row and the footer are drawn.
-            rows = height - (len(lines) + 2) - 1 - len(footer)
+            # What is left once the panel and the footer are drawn.
+            room = height - (len(lines) + 2) - len(footer)
+            details = _details(snap, width) if len(snap.conversations) <= self.detail_limit else []
+            if details and _height(console, options, details) <= room:
+                yield Group(*parts, *details, *footer)
+                return
+            # Sections taller than the screen would be cut off mid-list by the
+            # terminal, with nothing to say what is missing: the table instead,
+            # whose rows are capped with a "+N more" line.
+            legend = _legend(width, strip=True)
+            rows = room - 1 - len(legend)  # the table's header row, the legend
             by_scenario = _scenario_rows(snap, width, max(rows // 3, 1))
             if by_scenario:
                 parts.extend(by_scenario)
@@ -256,7 +285,32 @@ class LiveView:
                 assert isinstance(table, Table)
                 rows -= table.row_count + 1 + (len(by_scenario) - 1)  # rows, header, "+N"
             parts.extend(_compact(snap, width, rows))
+            parts.extend(legend)
         yield Group(*parts, *footer)
+
+
+def _legend(width: int, *, strip: bool) -> list[Text]:
+    """What the glyphs mean, on one line where the width allows. The table's strip
+    marks a pending assertion ``·`` and gives decided/total counts; a section marks
+    it ``…``. (``■`` has its legend in the header: ``■ N stopped early``.)"""
+    pending, skipped = (Text("·", "dim"), Text("-", "dim")) if strip else (
+        _glyph("pending"), _glyph("skipped")
+    )  # fmt: skip
+    items = [
+        Text.assemble(_glyph("passed"), (" passed", "dim")),
+        Text.assemble(_glyph("failed"), (" failed", "dim")),
+        Text.assemble(pending, (" pending", "dim")),
+        Text.assemble(skipped, (" skipped", "dim")),
+    ]
+    if strip:
+        items.append(Text("n/m: n of m assertions decided", "dim"))
+    return _flow(items, width, "  ")
+
+
+def _height(console: Console, options: ConsoleOptions, parts: list[RenderableType]) -> int:
+    """Lines ``parts`` take at the view's width, whatever the screen's height."""
+    unbounded = options.reset_height()
+    return sum(len(console.render_lines(part, unbounded, pad=False)) for part in parts)
 
 
 def _header_lines(snap: LiveSnapshot, width: int) -> list[Text]:
@@ -273,7 +327,7 @@ def _header_lines(snap: LiveSnapshot, width: int) -> list[Text]:
     counts = _counts(snap)
     convs = [
         _count(len(snap.conversations) + sum(snap.omitted), "conversation"),
-        _count(counts["pending"], "running", "yellow", plural=False),
+        _count(counts["pending"], _open(snap), "yellow", plural=False),
         _count(counts["passed"], "passed", "green", plural=False),
         _count(counts["failed"], "failed", "bold red" if counts["failed"] else "", plural=False),
     ]
@@ -332,7 +386,7 @@ def _details(snap: LiveSnapshot, width: int) -> list[RenderableType]:
     parts: list[RenderableType] = []
     for conv in snap.conversations:
         parts.append(Text(""))
-        parts.append(_heading(conv, conv.conversation_id in stopped))
+        parts.extend(_heading(conv, conv.conversation_id in stopped, width))
         if not conv.assertions:
             parts.append(Text("  no assertions", style="dim"))
             continue
@@ -353,6 +407,8 @@ def _details(snap: LiveSnapshot, width: int) -> list[RenderableType]:
         if grid.row_count:
             lines.append(grid)
         parts.append(Padding(Group(*lines), (0, 0, 0, 2)))
+    if not labels:  # glyphs alone: say what they mean
+        parts.extend([Text(""), *_legend(width, strip=False)])
     return parts
 
 
@@ -384,22 +440,27 @@ def _facts(a: AssertionResult) -> tuple[str, str, str, str]:
     )
 
 
-def _heading(conv: ConversationResult, stopped: bool) -> Table:
-    left = Text.assemble(
-        verdict_text(conv.verdict),
-        "  ",
-        literal(conv.conversation_id, "bold"),
-        "  ",
-        literal(conv.scenario or "—", "dim"),
-    )
+def _heading(conv: ConversationResult, stopped: bool, width: int) -> list[RenderableType]:
+    """The mark, id and scenario; events, turns and the stopped-early badge on the right.
+    A scenario that does not fit whole beside them goes on a line of its own, under
+    the id, rather than be cut to a few letters."""
+    mark = verdict_text(conv.verdict)
+    left = Text.assemble(mark, "  ", literal(conv.conversation_id, "bold"))
+    scenario = literal(conv.scenario or "—", "dim")
     right = Text.assemble(_count(conv.events, "event"), " · ", _count(conv.turns, "turn"))
     if stopped:
         right.append_text(Text.assemble(" · ", (f"{_STOP} stopped early", _STOP_STYLE)))
+    beside = left.cell_len + 2 + scenario.cell_len + 1 + right.cell_len <= width
+    if beside:
+        left.append_text(Text.assemble("  ", scenario))
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
     grid.add_column(justify="right", no_wrap=True)
     grid.add_row(left, right)
-    return grid
+    if beside:
+        return [grid]
+    scenario.no_wrap, scenario.overflow = True, "ellipsis"
+    return [grid, Padding(scenario, (0, 0, 0, mark.cell_len + 2))]
 
 
 def _reason(reason: str) -> Text:
@@ -486,7 +547,7 @@ def _compact(snap: LiveSnapshot, width: int, rows: int) -> list[RenderableType]:
     if hidden:
         tally = _tally(c.verdict for c in hidden)
         said = ", ".join(
-            f"{tally[v]} {'running' if v == 'pending' else v}"
+            f"{tally[v]} {_open(snap) if v == 'pending' else v}"
             for v in ("pending", "failed", "passed")
             if tally[v]
         )
@@ -511,7 +572,7 @@ def _scenario_rows(snap: LiveSnapshot, width: int, budget: int) -> list[Renderab
     table = Table.grid(padding=(0, 1))
     table.show_header = True
     table.header_style = "bold"
-    numbers = ("runs", "running", "passed", "failed", "errored", "rate")
+    numbers = ("runs", _open(snap), "passed", "failed", "errored", "rate")
     # The counts keep their width; the scenario's name gives way (ellipsized).
     room = width - sum(len(name) + 1 for name in numbers) - 1
     table.add_column(
@@ -545,6 +606,8 @@ def _compact_columns(shown: list[ConversationResult], width: int) -> dict[str, i
     decided/total counts go first, then the glyph strip, then the id is
     ellipsized; the scenario is shown only when, after all that, it can be at
     least :data:`MIN_SCENARIO_WIDTH` wide (narrower it is a few letters anyway).
+    It gets its whole name when the latest movement still keeps
+    :data:`WIDE_LATEST_WIDTH`, else two fifths of what is left.
     """
     cells = min(max(len(c.assertions) for c in shown), STRIP_CELLS)
     ident = min(max(len("conversation"), *(len(c.conversation_id) for c in shown)), MAX_ID_WIDTH)
@@ -563,7 +626,9 @@ def _compact_columns(shown: list[ConversationResult], width: int) -> dict[str, i
     scenario = 0
     if left() - 1 - MIN_LATEST_WIDTH >= MIN_SCENARIO_WIDTH:
         longest = max(len(c.scenario or "—") for c in shown)
-        scenario = min(longest, max(MIN_SCENARIO_WIDTH, (left() - 1) * 2 // 5))
+        # Its whole name when the latest movement keeps WIDE_LATEST_WIDTH; else a share.
+        share = max(MIN_SCENARIO_WIDTH, (left() - 1) * 2 // 5, left() - 1 - WIDE_LATEST_WIDTH)
+        scenario = min(longest, share)
     latest = max(left() - (scenario + 1 if scenario else 0), 8)
     columns = {
         "mark": 2,
