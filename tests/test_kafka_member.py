@@ -17,8 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _harness import run_cli
-from _kafka import FAST_CONSUMER, KafkaBroker, kafka_broker
+import pytest
+
+from _harness import run_cli, run_cli_in_process
+from _kafka import FAST_CONSUMER, KafkaBroker, free_port, kafka_broker
 
 __all__ = ["kafka_broker"]
 
@@ -321,3 +323,45 @@ def test_more_members_than_partitions_end_their_check(
     _produce(kafka_broker, topic, rows)
     _together(_check(kafka_broker, topic))
     assert _by_key(_published(kafka_broker, f"{topic}.verdicts")) == _offline(tmp_path, rows)
+
+
+# ---------------------------------------------------------------------- what a user reads
+
+
+def _raw_librdkafka(err: str) -> list[str]:
+    """librdkafka's own log lines (``%LEVEL|TIME|FACILITY|...``) in ``err``."""
+    return [line for line in err.splitlines() if line.startswith("%")]
+
+
+def test_librdkafka_s_own_log_lines_never_reach_the_terminal(kafka_broker: KafkaBroker) -> None:
+    # librdkafka says `%6|...|BGQUEUE|...` as a run's clients close: not actionable.
+    topic = f"quiet-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    _produce(kafka_broker, topic, _interleaved(_conversations(1)))
+    done = run_cli(*_check(kafka_broker, topic))
+    assert done.returncode == 1, done.stderr
+    assert _raw_librdkafka(done.stderr) == []
+
+
+@pytest.mark.parametrize("command", ["check", "watch"])
+def test_no_broker_at_the_address_is_one_line_naming_it(command: str) -> None:
+    port = free_port()  # nothing listens there: refused at once
+    source = f"kafka://127.0.0.1:{port}/events"
+    done = run_cli(command, str(SCENARIO), "--events", source, "--group", "g", timeout=60)
+    assert done.returncode == 2, done.stderr
+    joining, error = done.stderr.splitlines()  # (librdkafka's own lines: none)
+    assert joining == f"mantle-stream: joining group `g` on {source}"
+    assert error.startswith(f"mantle-stream: error: no Kafka broker answered at 127.0.0.1:{port}: ")
+    assert error.endswith("Connection refused (after 0ms in state CONNECT)")
+
+
+def test_a_missing_kafka_client_is_said_before_joining_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)
+    done = run_cli_in_process("watch", str(SCENARIO), "--events", "kafka://127.0.0.1:1/events")
+    assert done.returncode == 2
+    assert done.stderr == (
+        'mantle-stream: error: Kafka needs its client: pip install "mantle_stream[kafka]" '
+        "(confluent-kafka)\n"
+    )

@@ -51,10 +51,11 @@ from mantle_stream.core.engine.checkpoints import ConversationState
 from mantle_stream.core.engine.conversation import Naming
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import conversation_of
-from mantle_stream.core.errors import EventError, FeedError, UsageError
+from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, UsageError
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
-from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, client_settings, kafka_client
+from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
+from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
 
 __all__ = ["Member", "MemberStats"]
 
@@ -90,6 +91,7 @@ class Member:
         on_bad: Callable[[EventError], object] | None = None,
         on_tick: Callable[[], object] | None = None,
     ) -> None:
+        kafka_client()  # a missing client is said before anything starts
         self.evaluator = evaluator
         self.spec = spec
         self.options = options
@@ -134,6 +136,7 @@ class Member:
         self._consumer: Any = None
         self._producer: Any = None
         self._error: FeedError | None = None  # raised in a rebalance callback
+        self._errors = ClientErrors()  # every client's error_cb
         self.group_members: list[str] = []  # as the broker described them at the end
 
     # ------------------------------------------------------------------ outside
@@ -171,7 +174,7 @@ class Member:
         them; this member alone when it cannot."""
         kafka = kafka_client()
         try:
-            admin = kafka.admin.AdminClient(client_settings(self.spec))
+            admin = kafka.admin.AdminClient(settings(self.spec, self._errors))
             [future] = admin.describe_consumer_groups([self.options.group]).values()
             group = future.result(5)
             members = sorted(f"{m.client_id}@{m.host} ({m.member_id})" for m in group.members)
@@ -206,7 +209,7 @@ class Member:
         partition); commit and leave the group cleanly."""
         kafka = kafka_client()
         options = self.options
-        base = client_settings(self.spec)
+        base = settings(self.spec, self._errors)
         try:
             self._producer = kafka.Producer(
                 {
@@ -253,6 +256,7 @@ class Member:
                 if self._error is not None:
                     raise self._error
                 self.member_id = self.member_id or consumer.memberid() or ""
+                self._say_client_errors()
                 self._apply(messages, kafka)
                 self._producer.poll(0)
                 now = time.monotonic()
@@ -305,7 +309,7 @@ class Member:
         self._last_look = now
         kafka = kafka_client()
         try:
-            admin = kafka.admin.AdminClient(client_settings(self.spec))
+            admin = kafka.admin.AdminClient(settings(self.spec, self._errors))
             [future] = admin.describe_consumer_groups([self.options.group]).values()
             stable = future.result(5).state == kafka.ConsumerGroupState.STABLE
         except Exception:  # a broker that cannot say: wait until stopped
@@ -317,11 +321,11 @@ class Member:
             self._empty_since = now
         return now - self._empty_since >= self.options.linger
 
-    def _prepare_topics(self, kafka: Any, base: dict[str, str]) -> None:
+    def _prepare_topics(self, kafka: Any, base: dict[str, Any]) -> None:
         """The source must exist; the verdicts, stops and state topics are created with
         as many partitions (the state topic compacted) when missing."""
         admin = kafka.admin.AdminClient(base)
-        metadata = admin.list_topics(timeout=10)
+        metadata = connect(admin, self.spec, self._errors, CONNECT_TIMEOUT)
         topic = metadata.topics.get(self.spec.topic)
         if topic is None or topic.error is not None:
             raise FeedError(
@@ -606,7 +610,7 @@ class Member:
         kafka = kafka_client()
         reader = kafka.Consumer(
             {
-                **client_settings(self.spec),
+                **settings(self.spec, self._errors),
                 "group.id": f"mantle_stream.restore.{uuid.uuid4().hex}",  # never commits
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",  # offset 0 deleted: the first there is
@@ -649,7 +653,7 @@ class Member:
             try:
                 self.evaluator.restore_conversation(state)
             except (UsageError, ValueError) as exc:  # another scenario set's state
-                print(f"mantle-stream: warning: not resumed: `{cid}`: {exc}", file=sys.stderr)
+                _warn(f"not resumed: `{cid}`: {exc}")
                 continue
             self._owner[cid] = partition
             self._written[cid] = state.events
@@ -657,6 +661,12 @@ class Member:
                 self._ended.add(cid)
                 self._last[cid] = -1  # tombstoned once this member commits past it
             self._restored += 1
+
+    def _say_client_errors(self) -> None:
+        """A fatal client error ends the run; every broker down is said once an outage."""
+        down = self._errors.take(self.spec.bootstrap)
+        if down is not None:
+            _warn(down)
 
     def _say_stats(self) -> None:
         s = self.stats()
@@ -667,3 +677,7 @@ class Member:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _warn(text: str) -> None:
+    print(f"mantle-stream: warning: {text}".translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)
