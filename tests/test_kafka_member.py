@@ -325,6 +325,33 @@ def test_more_members_than_partitions_end_their_check(
     assert _by_key(_published(kafka_broker, f"{topic}.verdicts")) == _offline(tmp_path, rows)
 
 
+def test_a_junk_state_record_is_reported_and_its_conversation_judged_afresh(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # A record of the state topic that does not decode (not JSON; JSON of another
+    # shape): counted, named, and its conversation judged from its events as read.
+    topic = f"junkstate-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 1)
+    kafka_broker.create_topic(f"{topic}.state", 1, compact=True)
+    rows = _interleaved(_conversations(1))
+    _produce(kafka_broker, topic, rows)
+    victim = rows[0]["conversation_id"]
+    kafka_broker.produce(f"{topic}.state", [(victim, "{junk"), ("another", "[1, 2]")])
+    done = run_cli(*_check(kafka_broker, topic))
+    assert done.returncode == 1, done.stderr  # 12 of the 13 fail this scenario
+    assert "Traceback" not in done.stderr and "SystemError" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if "not resumed" in line]
+    assert said == [
+        f"mantle-stream: warning: state of `{victim}` in {topic}.state[0]@0 not resumed "
+        "(JSON is malformed: object keys must be strings (byte 1)): judged afresh from its "
+        "events from here on",
+        f"mantle-stream: warning: state of `another` in {topic}.state[0]@1 not resumed "
+        "(Expected `object`, got `array`): judged afresh from its events from here on",
+    ]
+    assert json.loads(done.stdout)["kafka"]["not_resumed"] == 2
+    assert _by_key(_published(kafka_broker, f"{topic}.verdicts")) == _offline(tmp_path, rows)
+
+
 # ---------------------------------------------------------------------- what a user reads
 
 

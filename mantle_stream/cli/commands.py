@@ -764,6 +764,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         lag=stats.lag,
         published=stats.published,
         restored=stats.restored,
+        not_resumed=stats.not_resumed,
     )
     outcome = msgspec.structs.replace(outcome, stopped_early=tuple(member.stopped_early))
     fmt = args.format if check else "live"

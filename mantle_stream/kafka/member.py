@@ -75,6 +75,7 @@ class MemberStats(msgspec.Struct, frozen=True):
     published: int  # verdict records
     commits: int
     restored: int  # conversations resumed from the state topic
+    not_resumed: int  # state records that did not decode or fit: judged afresh
 
 
 class Member:
@@ -131,11 +132,12 @@ class Member:
         self._published = 0
         self._commits = 0
         self._restored = 0
+        self._not_resumed = 0  # state records that did not decode or fit
         self._rate = EventRate(20)
         self._last_message = time.monotonic()
         self._consumer: Any = None
         self._producer: Any = None
-        self._error: FeedError | None = None  # raised in a rebalance callback
+        self._error: Exception | None = None  # raised in a rebalance callback
         self._errors = ClientErrors()  # every client's error_cb
         self.group_members: list[str] = []  # as the broker described them at the end
 
@@ -167,6 +169,7 @@ class Member:
             published=self._published,
             commits=self._commits,
             restored=self._restored,
+            not_resumed=self._not_resumed,
         )
 
     def members(self) -> list[str]:
@@ -295,6 +298,8 @@ class Member:
                 self._consumer = None
                 self._producer.flush(10)
                 self.ended = time.monotonic()
+        if self._error is not None:  # in the last revoke
+            raise self._error
 
     def _left_out(self, now: float) -> bool:
         """A check member the group gives no partition (more members than partitions):
@@ -568,7 +573,23 @@ class Member:
             "partitions"
         )
 
+    def _callback(self, work: Callable[[], object]) -> None:
+        """A rebalance callback's work: an exception is raised after ``consume``
+        returns (raised through librdkafka's C code it is a ``SystemError``)."""
+        try:
+            work()
+        except Exception as exc:
+            self._stopping = True
+            if self._error is None:
+                self._error = exc
+
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._callback(lambda: self._assign(partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._callback(lambda: self._revoke(partitions))
+
+    def _assign(self, partitions: list[Any]) -> None:
         new = {tp.partition for tp in partitions}
         self._joined = True
         self._assigned |= new
@@ -578,7 +599,7 @@ class Member:
             self._error = FeedError(self._unkeyed_message())
         self._restore(new)
 
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+    def _revoke(self, partitions: list[Any]) -> None:
         gone = {tp.partition for tp in partitions} & self._assigned
         try:
             self._commit(gone)
@@ -618,7 +639,7 @@ class Member:
                 **self.options.consumer,
             }
         )
-        states: dict[str, tuple[int, bytes | None]] = {}
+        states: dict[str, tuple[int, int, bytes | None]] = {}  # -> (partition, offset, value)
         try:
             reader.assign(
                 [kafka.TopicPartition(self.options.state_topic, p, 0) for p in partitions]
@@ -642,18 +663,28 @@ class Member:
                     if key is not None:
                         states[key.decode(errors="replace")] = (
                             message.partition(),
+                            message.offset(),
                             message.value(),
                         )
         finally:
             reader.close()
-        for cid, (partition, value) in states.items():
+        for cid, (partition, offset, value) in states.items():
             if value is None or self.evaluator.naming(cid) is not None:
                 continue  # gone, or known here already
-            state = _state(value)
             try:
+                state = _state(value)
+                if state.conversation_id != cid:
+                    raise ValueError(f"the record is `{state.conversation_id}`'s")
                 self.evaluator.restore_conversation(state)
-            except (UsageError, ValueError) as exc:  # another scenario set's state
-                _warn(f"not resumed: `{cid}`: {exc}")
+            except (msgspec.DecodeError, UsageError, ValueError) as exc:
+                # Junk, or another scenario set's state: judged afresh from its events
+                # read from the committed offset on, never the end of the member.
+                self._not_resumed += 1
+                where = f"{self.options.state_topic}[{partition}]@{offset}"
+                _warn(
+                    f"state of `{cid}` in {where} not resumed ({exc}): judged afresh from "
+                    "its events from here on"
+                )
                 continue
             self._owner[cid] = partition
             self._written[cid] = state.events

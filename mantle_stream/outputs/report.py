@@ -212,6 +212,7 @@ class GroupReport(msgspec.Struct, frozen=True):
     lag: int
     published: int  # verdict records sent to the verdicts topic
     restored: int  # conversations resumed from the state topic
+    not_resumed: int = 0  # state records that did not decode or fit: judged afresh
 
 
 class CandidateVerdict(msgspec.Struct, frozen=True):
