@@ -206,6 +206,43 @@ def test_a_restart_from_committed_offsets_publishes_nothing_twice(
     assert group["restored"] > 0 and group["members"] == [group["member"]]  # tansu lists none
 
 
+def test_keys_other_than_the_conversation_id_keep_verdicts_across_a_restart(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # Messages keyed by something else than their event's conversation_id: the state is
+    # still saved under the conversation, so a restart resumes it, and a verdict that
+    # passed before the stop is neither decided again nor changed.
+    topic = f"otherkey-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    rows = _interleaved(_conversations(1))
+    half = len(rows) // 2
+
+    def produce(part: list[dict[str, Any]]) -> None:
+        kafka_broker.produce(
+            topic, [(f"session:{r['conversation_id']}", json.dumps(r)) for r in part]
+        )
+
+    produce(rows[:half])
+    member = _member(kafka_broker, topic, f"g-{topic}", "--gap-timeout", "0.5")
+    _wait_for(lambda: len(_published(kafka_broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
+    time.sleep(2)  # a commit or two
+    member.send_signal(signal.SIGTERM)
+    out, err = member.communicate(timeout=60)
+    assert member.returncode == _stopped_status(out), err
+    assert "is keyed by something other than the conversation id" in err
+    first = _by_key(_published(kafka_broker, f"{topic}.verdicts"))
+    assert "passed" in {v["verdict"] for v in first.values()}
+
+    produce(rows[half:])
+    done = run_cli(*_check(kafka_broker, topic))
+    assert done.returncode == 1, done.stderr
+    everything = _published(kafka_broker, f"{topic}.verdicts")
+    keys = [(r["conversation_id"], r["index"]) for r in everything]
+    assert len(keys) == len(set(keys)), "a verdict was published twice"
+    assert _by_key(everything) == _offline(tmp_path, rows)
+    assert json.loads(done.stdout)["kafka"]["restored"] > 0
+
+
 def test_a_member_killed_mid_feed_loses_no_verdict(
     kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:

@@ -129,6 +129,7 @@ class Member:
         self._eof: set[int] = set()
         self._partition_count = 0
         self._unkeyed = False
+        self._foreign_key_said = False  # a message keyed by other than its conversation
         self._published = 0
         self._commits = 0
         self._restored = 0
@@ -412,11 +413,21 @@ class Member:
         evaluator = self.evaluator
         owner, last = self._owner, self._last
         for message, line in zip(batch, lines, strict=True):
-            key = message.key()
-            # Keyed by conversation, or (one member owning every partition) by its first.
-            cid = key.decode(errors="replace") if key is not None else conversation_of(line)
+            # The conversation the event names, never the message's key: its state is
+            # saved and restored under it (a key of another kind left it unsaved).
+            cid = conversation_of(line)
             if cid is None:
                 continue
+            key = message.key()
+            if key is not None and not self._foreign_key_said and key != cid.encode():
+                self._foreign_key_said = True
+                _warn(
+                    f"`{self.spec.topic}` is keyed by something other than the conversation "
+                    f"id (key `{key.decode(errors='replace')}` on an event of `{cid}`, "
+                    f"[{partition}]@{message.offset()}): its state is kept by the "
+                    "conversation each event names; members may share the topic only if "
+                    "each conversation's messages have one key"
+                )
             if cid not in owner:
                 naming = evaluator.naming(cid)
                 if naming == Naming.WAITING:  # buffered: read again until it is named
