@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from _harness import run_cli, run_cli_in_process
 from _kafka import FAST_CONSUMER, KafkaBroker, free_port, kafka_broker
@@ -306,7 +307,7 @@ def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(
 def test_a_bad_event_loses_no_verdict_of_the_events_before_it(
     kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:
-    # The default policy stops at the bad event: what came before it is published and
+    # `--on-bad-event fail` stops at the bad event: what came before it is published and
     # committed; a run that skips bad events goes on from there, and nothing is lost.
     topic = f"bad-{uuid.uuid4().hex[:8]}"
     kafka_broker.create_topic(topic, 1)
@@ -316,13 +317,48 @@ def test_a_bad_event_loses_no_verdict_of_the_events_before_it(
     messages.insert(cut, (rows[cut]["conversation_id"], "{broken"))
     kafka_broker.produce(topic, messages)
     argv = _check(kafka_broker, topic)
-    stopped = run_cli(*argv)
+    stopped = run_cli(*argv, "--on-bad-event", "fail")
     assert stopped.returncode == 2 and "bad event" in stopped.stderr
     assert len(_published(kafka_broker, f"{topic}.verdicts")) > 0
     done = run_cli(*argv, "--on-bad-event", "skip")
     assert done.returncode == 1, done.stderr
     everything = _published(kafka_broker, f"{topic}.verdicts")
     assert _by_key(everything) == _offline(tmp_path, rows)
+
+
+def test_a_poison_message_is_skipped_by_default_and_dead_lettered(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # A member's default: a message that does not decode is counted, named, published
+    # to the dead-letter topic when one is named, and passed over; the rest is judged.
+    topic = f"poison-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    rows = _interleaved(_conversations(1))
+    cut = len(rows) // 2
+    messages = [(r["conversation_id"], json.dumps(r)) for r in rows]
+    messages.insert(cut, ("poisoned", "{broken"))
+    kafka_broker.produce(topic, messages)
+    done = run_cli(*_check(kafka_broker, topic), "--dead-letter-topic", f"{topic}.dead")
+    assert done.returncode == 1, done.stderr  # failed verdicts, not a stop
+    skipped = [line for line in done.stderr.splitlines() if "mantle-stream: skipped" in line]
+    assert len(skipped) == 1 and skipped[0].startswith(f"mantle-stream: skipped {topic}[")
+    assert skipped[0].endswith(": bad event: malformed JSON: object keys must be strings (byte 1)")
+    assert json.loads(done.stdout)["warnings"]["bad_events"] == 1
+    [(key, value, partition, offset)] = kafka_broker.consume_all(f"{topic}.dead")
+    assert (key, value) == (b"poisoned", b"{broken")
+    reader = Consumer(kafka_broker.consumer_config(f"dead-{topic}"))
+    try:
+        reader.assign([TopicPartition(f"{topic}.dead", partition, offset)])
+        message = None
+        while message is None:
+            message = reader.poll(1)
+        headers = {h[0]: h[1] for h in message.headers() or [] if isinstance(h[1], bytes)}
+    finally:
+        reader.close()
+    source = headers["mantle_stream.source"].decode()
+    assert source.startswith(f"{topic}[") and f"] (offset):{source.split('@')[1]}" in skipped[0]
+    assert headers["mantle_stream.error"].decode() in skipped[0]
+    assert _by_key(_published(kafka_broker, f"{topic}.verdicts")) == _offline(tmp_path, rows)
 
 
 def test_several_scenarios_and_a_junk_row_in_a_keyed_topic(kafka_broker: KafkaBroker) -> None:
@@ -429,3 +465,22 @@ def test_a_missing_kafka_client_is_said_before_joining_the_group(
         'mantle-stream: error: Kafka needs its client: pip install "mantle_stream[kafka]" '
         "(confluent-kafka)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--events", "kafka://127.0.0.1:1/events", "--on-bad-event", "fail"],
+            "--dead-letter-topic takes the messages skipped: not with --on-bad-event fail",
+        ),
+        (["--events", str(EVENTS)], "--dead-letter-topic is for kafka:// sources"),
+    ],
+    ids=["fail", "not-kafka"],
+)
+def test_a_dead_letter_topic_where_nothing_would_go_is_a_usage_error(
+    extra: list[str], message: str
+) -> None:
+    done = run_cli_in_process("check", str(SCENARIO), *extra, "--dead-letter-topic", "dead")
+    assert done.returncode == 2
+    assert done.stderr == f"mantle-stream: error: {message}\n"

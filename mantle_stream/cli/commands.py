@@ -546,12 +546,18 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 "--state: a Kafka member keeps its conversations' state in the state topic "
                 "(--state-topic), which moves with its partitions"
             )
+        if args.dead_letter_topic and args.on_bad_event == "fail":
+            raise UsageError(
+                "--dead-letter-topic takes the messages skipped: not with --on-bad-event fail"
+            )
         if args.fail_fast or args.idle_timeout is not None:
             option = "--fail-fast" if args.fail_fast else "--idle-timeout"
             raise UsageError(
                 f"{option} is not for kafka:// sources: a group member judges what its "
                 "partitions hold for as long as it runs"
             )
+    elif args.dead_letter_topic:
+        raise UsageError("--dead-letter-topic is for kafka:// sources")
     if args.since and not any(is_sql_spec(e.removeprefix("follow:")) for e in args.events):
         raise UsageError("--since filters rows of a SQL store (sqlite:///, postgresql://) only")
     many = ("http://", "https://")
@@ -715,6 +721,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         linger=args.linger if args.linger not in (None, LINGER_UNSET) else 1.0,
         gap_timeout=args.gap_timeout,
         consumer=kafka_settings(args.kafka_config or []),
+        dead_letter_topic=args.dead_letter_topic,
     )
     live: Live | None = None
     drawn = 0.0
@@ -733,7 +740,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         options,
         on_decisions=session.sinks.on_decisions,
         on_stop=session.sinks.on_stop,
-        on_bad=say_skipped if args.on_bad_event == "skip" else None,
+        on_bad=None if args.on_bad_event == "fail" else say_skipped,  # skip by default
         on_tick=tick,
     )
     previous = {

@@ -188,9 +188,9 @@ def _add_judging_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--on-bad-event",
         choices=("fail", "skip"),
-        default="fail",
+        default=None,  # fail; skip for kafka:// (one bad message would stop every member)
         help="a malformed event: stop with exit 2 after reporting what was judged "
-        "(fail, the default), or count it and go on (skip)",
+        "(fail, the default), or count it and go on (skip, the default for kafka://)",
     )
     p.add_argument(
         "--reorder-window",
@@ -356,6 +356,12 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="kafka://: a librdkafka consumer setting, repeatable (session.timeout.ms=10000, say)",
+    )
+    p.add_argument(
+        "--dead-letter-topic",
+        metavar="TOPIC",
+        help="kafka://: where a message that is not an event goes (key, value and headers "
+        "as read) when it is skipped",
     )
     for topic, default, what in (
         ("verdicts", "mantle_stream.verdicts", "every verdict (key: conversation id)"),

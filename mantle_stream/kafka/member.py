@@ -343,8 +343,9 @@ class Member:
             (self.options.verdicts_topic, False),
             (self.options.stops_topic, False),
             (self.options.state_topic, True),
+            (self.options.dead_letter_topic, False),
         ):
-            if name not in metadata.topics:
+            if name is not None and name not in metadata.topics:
                 config = {"cleanup.policy": "compact"} if compact else {}
                 wanted.append(kafka.admin.NewTopic(name, self._partition_count, config=config))
         if wanted:
@@ -390,7 +391,7 @@ class Member:
         ]
         offsets = [message.offset() for message in batch]
         where = f"{self.spec.topic}[{partition}] (offset)"
-        on_bad = None if self.on_bad is None else self._bad(offsets)
+        on_bad = None if self.on_bad is None else self._bad(batch)
         try:
             decisions = evaluator.push_chunk(
                 b"\n".join(lines) + b"\n", on_bad=on_bad, first_line=0, source=where
@@ -455,16 +456,43 @@ class Member:
         if error is not None and self._delivery_error is None:
             self._delivery_error = f"{message.topic()}: {error.str()}"
 
-    def _bad(self, offsets: list[int]) -> Callable[[EventError], object]:
+    def _bad(self, batch: list[Any]) -> Callable[[EventError], object]:
+        """A skipped message: to the dead-letter topic (if named) as read, with where it
+        was and why in two headers; then told. The next commit delivers it before the
+        offset passes it."""
         assert self.on_bad is not None
-        on_bad = self.on_bad
-        return lambda error: on_bad(error.at(offsets[error.line or 0]))
+        on_bad, dead = self.on_bad, self.options.dead_letter_topic
 
-    def _produce(self, topic: str, key: str, value: bytes | None, **partition: int) -> None:
+        def skip(error: EventError) -> None:
+            message = batch[error.line or 0]
+            error = error.at(message.offset())
+            if dead is not None:
+                where = f"{self.spec.topic}[{message.partition()}]@{message.offset()}"
+                headers = [
+                    *(message.headers() or []),
+                    ("mantle_stream.source", where.encode()),
+                    ("mantle_stream.error", str(error).split("\n", 1)[0].encode(errors="replace")),
+                ]
+                self._produce(dead, message.key(), message.value(), headers=headers)
+            on_bad(error)
+
+        return skip
+
+    def _produce(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        *,
+        headers: list[tuple[str, bytes]] | None = None,
+        **partition: int,
+    ) -> None:
         """Queue one record; when the producer's queue is full, wait for room."""
+        extra: dict[str, Any] = {"headers": headers} if headers is not None else {}
+        raw = key.encode() if isinstance(key, str) else key
         while True:
             try:
-                self._producer.produce(topic, key=key.encode(), value=value, **partition)
+                self._producer.produce(topic, key=raw, value=value, **extra, **partition)
                 return
             except BufferError:
                 self._producer.poll(0.1)

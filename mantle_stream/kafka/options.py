@@ -79,6 +79,7 @@ class KafkaOptions:
     until_end: bool = False
     linger: float = 1.0
     consumer: dict[str, Any] = dataclasses.field(default_factory=dict)  # extra settings
+    dead_letter_topic: str | None = None  # skipped messages go there, as read
 
 
 def kafka_client() -> Any:
