@@ -425,6 +425,50 @@ def test_a_junk_state_record_is_reported_and_its_conversation_judged_afresh(
     assert _by_key(_published(kafka_broker, f"{topic}.verdicts")) == _offline(tmp_path, rows)
 
 
+def test_a_check_publishes_no_verdict_or_stop_unless_asked(kafka_broker: KafkaBroker) -> None:
+    # Re-judging a topic must not republish into what live consumers read: only the
+    # check's own state topic is created.
+    topic = f"quietcheck-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    _produce(kafka_broker, topic, _interleaved(_conversations(1)))
+    before = set(kafka_broker.admin.list_topics(timeout=5).topics)
+    source = f"kafka://{kafka_broker.bootstrap}/{topic}"
+    done = run_cli("check", str(SCENARIO), "--events", source, *FAST, "--format", "json")
+    assert done.returncode == 1, done.stderr
+    group = json.loads(done.stdout)["kafka"]
+    assert group["published"] == 0
+    created = set(kafka_broker.admin.list_topics(timeout=5).topics) - before
+    assert created == {f"mantle_stream.state.{group['group']}.{topic}"}
+
+
+def test_watch_topics_are_named_from_the_group(kafka_broker: KafkaBroker) -> None:
+    # Two groups on one topic publish apart: `mantle_stream.KIND.GROUP.TOPIC`.
+    topic = f"twogroups-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    _produce(kafka_broker, topic, _interleaved(_conversations(1)))
+    source = f"kafka://{kafka_broker.bootstrap}/{topic}"
+    groups = [f"a-{topic}", f"b-{topic}"]
+    argv = ["watch", str(SCENARIO), "--events", source, "--offsets", "earliest", *FAST]
+    members = [_start(*argv, "--group", group) for group in groups]
+
+    def published(group: str) -> dict[tuple[str, int], dict[str, Any]]:
+        name = f"mantle_stream.verdicts.{group}.{topic}"
+        if name not in kafka_broker.admin.list_topics(timeout=5).topics:
+            return {}
+        return _by_key(_published(kafka_broker, name))
+
+    try:
+        for group in groups:
+            _wait_for(lambda g=group: len(published(g)) > 0, 60, f"verdicts of {group}")
+        _wait_for(lambda: published(groups[0]) == published(groups[1]), 30, "the same verdicts")
+    finally:
+        for member in members:
+            member.send_signal(signal.SIGTERM)
+            member.communicate(timeout=60)
+    stops = [f"mantle_stream.stops.{group}.{topic}" for group in groups]
+    assert set(stops) <= set(kafka_broker.admin.list_topics(timeout=5).topics)
+
+
 # ---------------------------------------------------------------------- what a user reads
 
 

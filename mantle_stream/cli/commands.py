@@ -700,7 +700,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
     """One member of the consumer group: until stopped (watch) or the end of its
     partitions (check); verdicts and stops also published to their topics."""
     from mantle_stream.kafka.member import Member
-    from mantle_stream.kafka.options import KafkaOptions, parse_kafka_spec
+    from mantle_stream.kafka.options import KafkaOptions, group_topic, parse_kafka_spec
 
     spec = parse_kafka_spec(args.events[0])
     check = args.command == "check"
@@ -709,13 +709,19 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
     group = args.group or (
         "mantle_stream.check." + uuid.uuid4().hex[:12] if check else "mantle_stream"
     )
+
+    # Each group's own topics: another group's (or topic's) conversations are not its to
+    # resume, nor its verdicts and stops another's to read. A check publishes none
+    # unless a topic is named: re-judging must not publish into the live ones.
+    def published(kind: str, named: str | None) -> str | None:
+        return named or (None if check else group_topic(kind, group, spec.topic))
+
     options = KafkaOptions(
         group=group,
         offsets=args.offsets or ("earliest" if check else "latest"),
-        verdicts_topic=args.verdicts_topic,
-        stops_topic=args.stops_topic,
-        # A group's own: another group's (or topic's) conversations are not its to resume.
-        state_topic=args.state_topic or f"mantle_stream.state.{group}.{spec.topic}",
+        verdicts_topic=published("verdicts", args.verdicts_topic),
+        stops_topic=published("stops", args.stops_topic),
+        state_topic=args.state_topic or group_topic("state", group, spec.topic),
         stats_interval=args.stats_interval,
         until_end=check,
         linger=args.linger if args.linger not in (None, LINGER_UNSET) else 1.0,

@@ -363,16 +363,16 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
         help="kafka://: where a message that is not an event goes (key, value and headers "
         "as read) when it is skipped",
     )
-    for topic, default, what in (
-        ("verdicts", "mantle_stream.verdicts", "every verdict (key: conversation id)"),
-        ("stops", "mantle_stream.stops", "every stop message"),
-        ("state", "mantle_stream.state.GROUP.TOPIC", "open conversations' state (compacted)"),
+    for topic, what, check in (
+        ("verdicts", "every verdict (key: conversation id)", "; check publishes none unless named"),
+        ("stops", "every stop message", "; check publishes none unless named"),
+        ("state", "open conversations' state (compacted)", ""),
     ):
         p.add_argument(
             f"--{topic}-topic",
-            default=None if topic == "state" else default,
             metavar="TOPIC",
-            help=f"kafka://: the topic of {what} (default: {default})",
+            help=f"kafka://: the topic of {what} (default: mantle_stream.{topic}.GROUP.TOPIC"
+            f"{check})",
         )
 
 

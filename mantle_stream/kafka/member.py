@@ -501,9 +501,10 @@ class Member:
         if not decisions:
             return
         topic = self.options.verdicts_topic
-        for d in decisions:
-            self._produce(topic, d.conversation_id, _encode(DecisionRecord.of(d)))
-        self._published += len(decisions)
+        if topic is not None:
+            for d in decisions:
+                self._produce(topic, d.conversation_id, _encode(DecisionRecord.of(d)))
+            self._published += len(decisions)
         self.latest.extend(decisions)
         if self.on_decisions is not None:
             self.on_decisions(decisions)
@@ -512,8 +513,10 @@ class Member:
     def _stop_settled(self, decisions: list[Decision]) -> None:
         """A stop message for each conversation this batch settled before its end,
         published for the simulators (and alerting) that subscribe."""
+        topic = self.options.stops_topic
         for message in self._stops.settled(decisions):
-            self._produce(self.options.stops_topic, message.conversation_id, _encode(message))
+            if topic is not None:
+                self._produce(topic, message.conversation_id, _encode(message))
             if self.on_stop is not None:
                 self.on_stop(message)
 
