@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from _harness import run_cli, run_cli_in_process
-from _kafka import FAST_CONSUMER, KafkaBroker, free_port, kafka_broker
+from _kafka import FAST_CONSUMER, KafkaBroker, Outage, free_port, kafka_broker, start_tansu
 
 __all__ = ["kafka_broker"]
 
@@ -275,6 +275,49 @@ def test_a_member_killed_mid_feed_loses_no_verdict(
     assert f"mantle-stream: kafka group {group}: partitions [" in err and ", lag " in err
     published = _by_key(_published(kafka_broker, f"{topic}.verdicts"))  # duplicates agree
     assert {k: v for k, v in published.items() if k in offline} == offline
+
+
+@pytest.mark.slow
+def test_a_broker_outage_longer_than_the_session_is_ridden_out(tmp_path: Path) -> None:
+    # The broker's port goes dark for 5 s (every connection reset, new ones refused),
+    # over three times the 1.5 s session timeout: the member is dropped from the group,
+    # rejoins when the broker is back, and publishes the verdicts of what comes after.
+    port = free_port()
+    outage = Outage(port)
+    broker = start_tansu(tmp_path, port=port, advertised=outage.port)
+    try:
+        topic = f"outage-{uuid.uuid4().hex[:8]}"
+        broker.create_topic(topic, 2)
+        rows = _interleaved(_conversations(2))
+        half = len(rows) // 2
+        _produce(broker, topic, rows[:half])
+        relayed = KafkaBroker(f"127.0.0.1:{outage.port}", broker.process, 0.0, tmp_path)
+        member = _member(relayed, topic, f"g-{topic}", "--gap-timeout", "0.5")
+        _wait_for(lambda: len(_published(broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
+        time.sleep(1.5)  # commits
+        outage.down()
+        time.sleep(5)
+        assert member.poll() is None, member.communicate()[1]
+        outage.up()
+        _produce(broker, topic, rows[half:])
+        offline = {k: v for k, v in _offline(tmp_path, rows).items() if v["decided_at"]}
+
+        def complete() -> bool:
+            assert member.poll() is None, member.communicate()[1]
+            return set(_by_key(_published(broker, f"{topic}.verdicts"))) >= set(offline)
+
+        _wait_for(complete, 90, "every verdict decided by an event, after the outage")
+        member.send_signal(signal.SIGTERM)
+        out, err = member.communicate(timeout=60)
+        assert member.returncode == _stopped_status(out), err
+        assert "Traceback" not in err and _raw_librdkafka(err) == []
+        assert f"mantle-stream: warning: every Kafka broker at {relayed.bootstrap} is down" in err
+        assert "lost (the session timed out): rejoining group" in err
+        published = _by_key(_published(broker, f"{topic}.verdicts"))  # duplicates agree
+        assert {k: v for k, v in published.items() if k in offline} == offline
+    finally:
+        outage.down()
+        broker.close()
 
 
 def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(

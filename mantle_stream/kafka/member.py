@@ -59,6 +59,9 @@ from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
 
 __all__ = ["Member", "MemberStats"]
 
+#: Seconds the last commit waits for the brokers to confirm what was produced.
+FINAL_FLUSH = 30.0
+
 _encode = msgspec.json.Encoder().encode
 _state = msgspec.json.Decoder(ConversationState).decode
 
@@ -130,6 +133,9 @@ class Member:
         self._partition_count = 0
         self._unkeyed = False
         self._foreign_key_said = False  # a message keyed by other than its conversation
+        self._commit_failing = False  # the last commit could not be done (and was told)
+        self._last_commit = self.started  # when offsets were last committed
+        self._consumer_errors_said: set[int] = set()  # codes of errors consume gave, told
         self._published = 0
         self._commits = 0
         self._restored = 0
@@ -288,7 +294,7 @@ class Member:
                     break
             if options.until_end:
                 self._emit(self.evaluator.finish_all())
-            self._commit(set(self._assigned))
+            self._commit(set(self._assigned), final=True)
         finally:
             self.group_members = self.members()
             self._final_lag = self.lag()
@@ -364,8 +370,9 @@ class Member:
             if error is not None:
                 if error.code() == kafka.KafkaError._PARTITION_EOF:
                     self._eof.add(message.partition())
-                    continue
-                raise FeedError(f"Kafka: {error.str()}")
+                else:
+                    self._consumer_error(error)
+                continue
             partition = message.partition()
             if partition not in self._assigned:
                 continue  # fetched before a revoke: the next owner reads it
@@ -522,21 +529,26 @@ class Member:
 
     # ------------------------------------------------------------------ commits
 
-    def _commit(self, partitions: set[int]) -> None:
+    def _commit(self, partitions: set[int], *, final: bool = False) -> None:
         """Verdicts delivered, then the partitions' state written, then their offsets.
 
         A partition's offset stops at the first event of a conversation that must be
         read again (held in a reorder window, or waiting for its scenario); the
         conversations that finished after it keep their final state (not a
         tombstone) until the offset passes their last event, so what is read again
-        for them is skipped."""
+        for them is skipped.
+
+        Only a ``final`` commit (the member stopping) must succeed. Any other one
+        that cannot be done now (the brokers down, the member dropped from the group
+        while they were) is told once and tried again at the next: what was
+        published since the last commit is then judged again by the partition's next
+        owner, the same records, as after a crash."""
         if not partitions:
             return
         kafka = kafka_client()
-        producer = self._producer
         evaluator = self.evaluator
-        producer.flush(30)
-        self._check_delivered()
+        if not self._flushed(final):
+            return
         holding = set(evaluator.holding())
         for cid in list(self._hold_from):
             if cid not in holding and evaluator.naming(cid) != Naming.WAITING:
@@ -571,15 +583,48 @@ class Member:
                 if cid in self._written:
                     self._produce(state_topic, cid, None, partition=partition)
                 self._forget(cid)
-        if producer.flush(30):
-            raise FeedError("Kafka: verdicts or state not delivered within 30 s; not committed")
-        self._check_delivered()
-        if offsets:
+        if not self._flushed(final) or not offsets:
+            return
+        try:
             self._consumer.commit(
                 offsets=[kafka.TopicPartition(self.spec.topic, p, o) for p, o in offsets.items()],
                 asynchronous=False,
             )
-            self._commits += 1
+        except kafka.KafkaException as exc:
+            error = exc.args[0] if exc.args else exc
+            reason = error.str() if hasattr(error, "str") else str(error)
+            if final or (hasattr(error, "fatal") and error.fatal()):
+                raise FeedError(f"Kafka: {reason}; the offsets read were not committed") from None
+            self._not_committed(reason)
+            return
+        self._commits += 1
+        self._last_commit = time.monotonic()
+        self._errors.recovered()
+        if self._commit_failing:
+            self._commit_failing = False
+            _warn(f"Kafka: committing again (group `{self.options.group}`)")
+
+    def _flushed(self, final: bool) -> bool:
+        """Everything produced so far delivered: within 30 s when ``final`` (else
+        :class:`FeedError`), else within a second (else False; told once that lasts
+        past ``FINAL_FLUSH`` seconds), so the loop goes on reading meanwhile."""
+        wait = FINAL_FLUSH if final else 1.0
+        if self._producer.flush(wait):
+            if final:
+                raise FeedError(
+                    f"Kafka: verdicts or state not delivered within {wait:g} s; not committed"
+                )
+            waited = time.monotonic() - self._last_commit
+            if waited > FINAL_FLUSH:
+                self._not_committed(f"verdicts or state not delivered for {waited:.0f} s")
+            return False
+        self._check_delivered()
+        return True
+
+    def _not_committed(self, reason: str) -> None:
+        if not self._commit_failing:
+            self._commit_failing = True
+            _warn(f"Kafka: not committed ({reason}); trying again every commit interval")
 
     def _check_delivered(self) -> None:
         if self._delivery_error is not None:
@@ -651,8 +696,14 @@ class Member:
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         # No longer a member: nothing may be committed; the next owner resumes from the
-        # last commit.
-        self._let_go({tp.partition for tp in partitions} & self._assigned)
+        # last commit (this member too, once it has rejoined).
+        lost = {tp.partition for tp in partitions} & self._assigned
+        if lost and not self._closing:
+            _warn(
+                f"Kafka: partitions {sorted(lost)} lost (the session timed out): rejoining "
+                f"group `{self.options.group}`; what came since the last commit is judged again"
+            )
+        self._let_go(lost)
 
     def _let_go(self, partitions: set[int]) -> None:
         for cid, partition in list(self._owner.items()):
@@ -734,6 +785,21 @@ class Member:
                 self._ended.add(cid)
                 self._last[cid] = -1  # tombstoned once this member commits past it
             self._restored += 1
+
+    def _consumer_error(self, error: Any) -> None:
+        """An error ``consume`` gave: a fatal one (or one no retry mends: a topic or
+        group the credentials may not read) ends the run; any other is told once and
+        librdkafka retries (a broker that went away, a coordinator moving)."""
+        kafka = kafka_client()
+        permanent = {
+            kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            kafka.KafkaError.GROUP_AUTHORIZATION_FAILED,
+        }
+        if error.fatal() or error.code() in permanent:
+            raise FeedError(f"Kafka: {error.str()}")
+        if error.code() not in self._consumer_errors_said:
+            self._consumer_errors_said.add(error.code())
+            _warn(f"Kafka: {error.str()} (retrying)")
 
     def _say_client_errors(self) -> None:
         """A fatal client error ends the run; every broker down is said once an outage."""
