@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,33 +177,47 @@ def test_one_member_publishes_the_offline_verdicts(
     assert {s["conversation_id"] for s in stops} <= {c for c, _ in offline}
 
 
-def test_a_restart_from_committed_offsets_publishes_nothing_twice(
-    kafka_broker: KafkaBroker, tmp_path: Path
-) -> None:
-    topic = f"restart-{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(topic, 2)
+def _across_a_restart(
+    broker: KafkaBroker, tmp_path: Path, topic: str, key: Callable[[dict[str, Any]], str]
+) -> tuple[str, list[dict[str, Any]], subprocess.CompletedProcess[str]]:
+    """Half of the examples' events (each keyed by ``key``) judged by a `watch` member
+    of group ``g-TOPIC`` stopped by SIGTERM, then the rest by a `check` of that group
+    resuming from its commits: the member's stderr, the verdicts published before the
+    restart, and the check. Fails if a verdict is published twice or the verdicts are
+    not the offline run's."""
+    broker.create_topic(topic, 2)
     rows = _interleaved(_conversations(1))
     half = len(rows) // 2
-    _produce(kafka_broker, topic, rows[:half])
-    argv = _check(kafka_broker, topic)
+
+    def produce(part: list[dict[str, Any]]) -> None:
+        broker.produce(topic, [(key(r), json.dumps(r)) for r in part])
+
+    produce(rows[:half])
     # `watch` leaves open conversations open (their state is saved): stopped by SIGTERM.
-    member = _member(kafka_broker, topic, f"g-{topic}", "--gap-timeout", "0.5")
-    _wait_for(lambda: len(_published(kafka_broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
+    member = _member(broker, topic, f"g-{topic}", "--gap-timeout", "0.5")
+    _wait_for(lambda: len(_published(broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
     time.sleep(2)  # a commit or two
     member.send_signal(signal.SIGTERM)
     out, err = member.communicate(timeout=60)
     assert member.returncode == _stopped_status(out), err
-
-    first = _published(kafka_broker, f"{topic}.verdicts")
+    first = _published(broker, f"{topic}.verdicts")
     # The rest of the events arrive; a new run of the group resumes from its commits.
-    _produce(kafka_broker, topic, rows[half:])
-    done = run_cli(*argv)
+    produce(rows[half:])
+    done = run_cli(*_check(broker, topic))
     assert done.returncode == 1, done.stderr  # the restored conversations end, failing
-    everything = _published(kafka_broker, f"{topic}.verdicts")
+    everything = _published(broker, f"{topic}.verdicts")
     keys = [(r["conversation_id"], r["index"]) for r in everything]
     assert len(keys) == len(set(keys)), "a verdict was published twice"
     assert _by_key(everything) == _offline(tmp_path, rows)
     assert len(first) < len(everything)
+    return err, first, done
+
+
+def test_a_restart_from_committed_offsets_publishes_nothing_twice(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = f"restart-{uuid.uuid4().hex[:8]}"
+    _, _, done = _across_a_restart(kafka_broker, tmp_path, topic, lambda r: r["conversation_id"])
     group = json.loads(done.stdout)["kafka"]
     assert group["restored"] > 0 and group["members"] == [group["member"]]  # tansu lists none
 
@@ -214,33 +229,11 @@ def test_keys_other_than_the_conversation_id_keep_verdicts_across_a_restart(
     # still saved under the conversation, so a restart resumes it, and a verdict that
     # passed before the stop is neither decided again nor changed.
     topic = f"otherkey-{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(topic, 2)
-    rows = _interleaved(_conversations(1))
-    half = len(rows) // 2
-
-    def produce(part: list[dict[str, Any]]) -> None:
-        kafka_broker.produce(
-            topic, [(f"session:{r['conversation_id']}", json.dumps(r)) for r in part]
-        )
-
-    produce(rows[:half])
-    member = _member(kafka_broker, topic, f"g-{topic}", "--gap-timeout", "0.5")
-    _wait_for(lambda: len(_published(kafka_broker, f"{topic}.verdicts")) > 0, 60, "verdicts")
-    time.sleep(2)  # a commit or two
-    member.send_signal(signal.SIGTERM)
-    out, err = member.communicate(timeout=60)
-    assert member.returncode == _stopped_status(out), err
+    err, first, done = _across_a_restart(
+        kafka_broker, tmp_path, topic, lambda r: f"session:{r['conversation_id']}"
+    )
     assert "is keyed by something other than the conversation id" in err
-    first = _by_key(_published(kafka_broker, f"{topic}.verdicts"))
-    assert "passed" in {v["verdict"] for v in first.values()}
-
-    produce(rows[half:])
-    done = run_cli(*_check(kafka_broker, topic))
-    assert done.returncode == 1, done.stderr
-    everything = _published(kafka_broker, f"{topic}.verdicts")
-    keys = [(r["conversation_id"], r["index"]) for r in everything]
-    assert len(keys) == len(set(keys)), "a verdict was published twice"
-    assert _by_key(everything) == _offline(tmp_path, rows)
+    assert "passed" in {r["verdict"] for r in first}
     assert json.loads(done.stdout)["kafka"]["restored"] > 0
 
 
@@ -347,18 +340,27 @@ def test_two_members_refuse_an_unkeyed_topic_and_share_it_once_rekeyed(
     assert _by_key(_published(kafka_broker, f"{keyed}.verdicts")) == _offline(tmp_path, rows)
 
 
+def _with_a_bad_message(
+    broker: KafkaBroker, topic: str, partitions: int, key: str | None
+) -> list[dict[str, Any]]:
+    """``topic`` created with the examples' events, ``{broken`` (keyed ``key``, else as
+    the event after it) halfway through; the events."""
+    broker.create_topic(topic, partitions)
+    rows = _interleaved(_conversations(1))
+    cut = len(rows) // 2
+    messages = [(r["conversation_id"], json.dumps(r)) for r in rows]
+    messages.insert(cut, (key or rows[cut]["conversation_id"], "{broken"))
+    broker.produce(topic, messages)
+    return rows
+
+
 def test_a_bad_event_loses_no_verdict_of_the_events_before_it(
     kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:
     # `--on-bad-event fail` stops at the bad event: what came before it is published and
     # committed; a run that skips bad events goes on from there, and nothing is lost.
     topic = f"bad-{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(topic, 1)
-    rows = _interleaved(_conversations(1))
-    cut = len(rows) // 2
-    messages = [(r["conversation_id"], json.dumps(r)) for r in rows]
-    messages.insert(cut, (rows[cut]["conversation_id"], "{broken"))
-    kafka_broker.produce(topic, messages)
+    rows = _with_a_bad_message(kafka_broker, topic, 1, None)
     argv = _check(kafka_broker, topic)
     stopped = run_cli(*argv, "--on-bad-event", "fail")
     assert stopped.returncode == 2 and "bad event" in stopped.stderr
@@ -375,12 +377,7 @@ def test_a_poison_message_is_skipped_by_default_and_dead_lettered(
     # A member's default: a message that does not decode is counted, named, published
     # to the dead-letter topic when one is named, and passed over; the rest is judged.
     topic = f"poison-{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(topic, 2)
-    rows = _interleaved(_conversations(1))
-    cut = len(rows) // 2
-    messages = [(r["conversation_id"], json.dumps(r)) for r in rows]
-    messages.insert(cut, ("poisoned", "{broken"))
-    kafka_broker.produce(topic, messages)
+    rows = _with_a_bad_message(kafka_broker, topic, 2, "poisoned")
     done = run_cli(*_check(kafka_broker, topic), "--dead-letter-topic", f"{topic}.dead")
     assert done.returncode == 1, done.stderr  # failed verdicts, not a stop
     skipped = [line for line in done.stderr.splitlines() if "mantle-stream: skipped" in line]

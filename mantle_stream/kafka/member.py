@@ -9,7 +9,8 @@ partition). A member:
 * consumes its partitions and applies each batch of a partition to its
   evaluator as one chunk (the reorder window orders a burst out of order);
 * publishes every decision to the verdicts topic (key = conversation id; the
-  JSONL verdict record) and every stop message to the stops topic;
+  JSONL verdict record) and every stop message to the stops topic (each
+  when named: a ``check`` names none unless asked);
 * **commits** every ``commit_interval`` seconds, on revoke and at shutdown,
   in this order: the producer is flushed (every verdict so far delivered);
   the state of each of the partition's open conversations that changed is
