@@ -530,7 +530,7 @@ class Member:
 
     # ------------------------------------------------------------------ commits
 
-    def _commit(self, partitions: set[int], *, final: bool = False) -> None:
+    def _commit(self, partitions: set[int], *, final: bool = False, wait: float = 1.0) -> None:
         """Verdicts delivered, then the partitions' state written, then their offsets.
 
         A partition's offset stops at the first event of a conversation that must be
@@ -539,8 +539,9 @@ class Member:
         tombstone) until the offset passes their last event, so what is read again
         for them is skipped.
 
-        Only a ``final`` commit (the member stopping) must succeed. Any other one
-        that cannot be done now (the brokers down, the member dropped from the group
+        Only a ``final`` commit (the member stopping) must succeed; the others wait
+        ``wait`` seconds for the brokers to confirm what was produced. One that
+        cannot be done now (the brokers down, the member dropped from the group
         while they were) is told once and tried again at the next: what was
         published since the last commit is then judged again by the partition's next
         owner, the same records, as after a crash."""
@@ -548,7 +549,7 @@ class Member:
             return
         kafka = kafka_client()
         evaluator = self.evaluator
-        if not self._flushed(final):
+        if not self._flushed(final, wait):
             return
         holding = set(evaluator.holding())
         for cid in list(self._hold_from):
@@ -584,7 +585,7 @@ class Member:
                 if cid in self._written:
                     self._produce(state_topic, cid, None, partition=partition)
                 self._forget(cid)
-        if not self._flushed(final) or not offsets:
+        if not self._flushed(final, wait) or not offsets:
             return
         try:
             self._consumer.commit(
@@ -605,11 +606,12 @@ class Member:
             self._commit_failing = False
             _warn(f"Kafka: committing again (group `{self.options.group}`)")
 
-    def _flushed(self, final: bool) -> bool:
+    def _flushed(self, final: bool, wait: float) -> bool:
         """Everything produced so far delivered: within 30 s when ``final`` (else
-        :class:`FeedError`), else within a second (else False; told once that lasts
-        past ``FINAL_FLUSH`` seconds), so the loop goes on reading meanwhile."""
-        wait = FINAL_FLUSH if final else 1.0
+        :class:`FeedError`), else within ``wait`` (else False, and told once that
+        lasts past ``FINAL_FLUSH`` seconds): a periodic commit waits a second, so the
+        loop goes on reading while the brokers are away."""
+        wait = FINAL_FLUSH if final else wait
         if self._producer.flush(wait):
             if final:
                 raise FeedError(
@@ -690,7 +692,8 @@ class Member:
     def _revoke(self, partitions: list[Any]) -> None:
         gone = {tp.partition for tp in partitions} & self._assigned
         try:
-            self._commit(gone)
+            # A handover: worth waiting for, so the next owner publishes nothing twice.
+            self._commit(gone, wait=FINAL_FLUSH)
         finally:
             if not self._closing:  # (leaving: its conversations stay in its report)
                 self._let_go(gone)
