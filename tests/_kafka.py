@@ -18,6 +18,7 @@ import contextlib
 import os
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -231,14 +232,17 @@ class KafkaBroker:
             consumer.close()
 
 
-def start_tansu(logs: Path, attempts: int = 3) -> KafkaBroker:
-    """Start tansu on a free loopback port; fail with its output if it does not answer."""
+def start_tansu(
+    logs: Path, attempts: int = 3, *, port: int | None = None, advertised: int | None = None
+) -> KafkaBroker:
+    """Start tansu on a free loopback port (or ``port``, advertising ``advertised``: an
+    :class:`Outage` in front of it); fail with its output if it does not answer."""
     binary = tansu_binary()
     env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
     failures: list[str] = []
-    for attempt in range(attempts):
-        port = free_port()
-        url = f"tcp://127.0.0.1:{port}"
+    for attempt in range(1 if port is not None else attempts):
+        listen = port if port is not None else free_port()
+        url = f"tcp://127.0.0.1:{listen}"
         out, err = logs / f"tansu-{attempt}.out", logs / f"tansu-{attempt}.err"
         command = [
             binary,
@@ -246,7 +250,7 @@ def start_tansu(logs: Path, attempts: int = 3) -> KafkaBroker:
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            f"tcp://127.0.0.1:{advertised}" if advertised is not None else url,
             "--storage-engine",
             "memory://tansu/",
         ]
@@ -255,7 +259,7 @@ def start_tansu(logs: Path, attempts: int = 3) -> KafkaBroker:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env
             )
-        broker = KafkaBroker(f"127.0.0.1:{port}", process, 0.0, logs)
+        broker = KafkaBroker(f"127.0.0.1:{listen}", process, 0.0, logs)
         deadline = started + 20
         while process.poll() is None and time.monotonic() < deadline:
             try:
@@ -278,6 +282,74 @@ def start_tansu(logs: Path, attempts: int = 3) -> KafkaBroker:
         if "in use" not in failures[-1].lower():
             break
     pytest.fail("tansu did not start:\n" + "\n\n".join(failures), pytrace=False)
+
+
+class Outage:
+    """A TCP relay on a loopback port of its own to a broker's, which can go down as
+    the broker's process does: every connection through it reset, new ones refused,
+    until :meth:`up` listens on the same port again. The broker keeps what it held
+    (tansu's memory storage would not survive a restart of its process); start it
+    advertising :attr:`port` so that every client connects through the relay."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.up()
+
+    def up(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.1)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def down(self) -> None:
+        """Refuse new connections and reset every open one."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            held, self._open = self._open, set()
+        for sock in held:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+                sock.close()  # linger 0: a reset, as from a process that is gone
+
+    def _accept(self, listener: socket.socket) -> None:
+        while self._listener is listener:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            for sock in (client, upstream):
+                sock.settimeout(None)
+            with self._lock:
+                self._open |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with self._lock:
+            self._open -= {source, sink}
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

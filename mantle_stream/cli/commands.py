@@ -560,12 +560,18 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 "--state: a Kafka member keeps its conversations' state in the state topic "
                 "(--state-topic), which moves with its partitions"
             )
+        if args.dead_letter_topic and args.on_bad_event == "fail":
+            raise UsageError(
+                "--dead-letter-topic takes the messages skipped: not with --on-bad-event fail"
+            )
         if args.fail_fast or args.idle_timeout is not None:
             option = "--fail-fast" if args.fail_fast else "--idle-timeout"
             raise UsageError(
                 f"{option} is not for kafka:// sources: a group member judges what its "
                 "partitions hold for as long as it runs"
             )
+    elif args.dead_letter_topic:
+        raise UsageError("--dead-letter-topic is for kafka:// sources")
     if args.since and not any(s.sql for s in sources):
         raise UsageError("--since filters rows of a SQL store (sqlite:///, postgresql://) only")
     if args.conversation and not any(s.store for s in sources):
@@ -706,7 +712,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
     """One member of the consumer group: until stopped (watch) or the end of its
     partitions (check); verdicts and stops also published to their topics."""
     from mantle_stream.kafka.member import Member
-    from mantle_stream.kafka.options import KafkaOptions, parse_kafka_spec
+    from mantle_stream.kafka.options import KafkaOptions, group_topic, parse_kafka_spec
 
     spec = parse_kafka_spec(args.events[0])
     check = args.command == "check"
@@ -715,18 +721,25 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
     group = args.group or (
         "mantle_stream.check." + uuid.uuid4().hex[:12] if check else "mantle_stream"
     )
+
+    # Each group's own topics: another group's (or topic's) conversations are not its to
+    # resume, nor its verdicts and stops another's to read. A check publishes none
+    # unless a topic is named: re-judging must not publish into the live ones.
+    def published(kind: str, named: str | None) -> str | None:
+        return named or (None if check else group_topic(kind, group, spec.topic))
+
     options = KafkaOptions(
         group=group,
         offsets=args.offsets or ("earliest" if check else "latest"),
-        verdicts_topic=args.verdicts_topic,
-        stops_topic=args.stops_topic,
-        # A group's own: another group's (or topic's) conversations are not its to resume.
-        state_topic=args.state_topic or f"mantle_stream.state.{group}.{spec.topic}",
+        verdicts_topic=published("verdicts", args.verdicts_topic),
+        stops_topic=published("stops", args.stops_topic),
+        state_topic=args.state_topic or group_topic("state", group, spec.topic),
         stats_interval=args.stats_interval,
         until_end=check,
         linger=args.linger if args.linger not in (None, LINGER_UNSET) else 1.0,
         gap_timeout=args.gap_timeout,
         consumer=kafka_settings(args.kafka_config or []),
+        dead_letter_topic=args.dead_letter_topic,
     )
     live: Live | None = None
     drawn = 0.0
@@ -745,7 +758,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         options,
         on_decisions=session.sinks.on_decisions,
         on_stop=session.sinks.on_stop,
-        on_bad=say_skipped if args.on_bad_event == "skip" else None,
+        on_bad=None if args.on_bad_event == "fail" else say_skipped,  # skip by default
         on_tick=tick,
     )
     interrupt = _Interrupting(session, member.stop)
@@ -778,6 +791,7 @@ def _kafka(args: argparse.Namespace, session: _Session) -> int:
         lag=stats.lag,
         published=stats.published,
         restored=stats.restored,
+        not_resumed=stats.not_resumed,
     )
     outcome = msgspec.structs.replace(outcome, stopped_early=tuple(member.stopped_early))
     fmt = args.format if check else "live"

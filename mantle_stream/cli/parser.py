@@ -188,9 +188,9 @@ def _add_judging_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--on-bad-event",
         choices=("fail", "skip"),
-        default="fail",
+        default=None,  # fail; skip for kafka:// (one bad message would stop every member)
         help="a malformed event: stop with exit 2 after reporting what was judged "
-        "(fail, the default), or count it and go on (skip)",
+        "(fail, the default), or count it and go on (skip, the default for kafka://)",
     )
     p.add_argument(
         "--reorder-window",
@@ -357,16 +357,22 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="kafka://: a librdkafka consumer setting, repeatable (session.timeout.ms=10000, say)",
     )
-    for topic, default, what in (
-        ("verdicts", "mantle_stream.verdicts", "every verdict (key: conversation id)"),
-        ("stops", "mantle_stream.stops", "every stop message"),
-        ("state", "mantle_stream.state.GROUP.TOPIC", "open conversations' state (compacted)"),
+    p.add_argument(
+        "--dead-letter-topic",
+        metavar="TOPIC",
+        help="kafka://: where a message that is not an event goes (key, value and headers "
+        "as read) when it is skipped",
+    )
+    for topic, what, check in (
+        ("verdicts", "every verdict (key: conversation id)", "; check publishes none unless named"),
+        ("stops", "every stop message", "; check publishes none unless named"),
+        ("state", "open conversations' state (compacted)", ""),
     ):
         p.add_argument(
             f"--{topic}-topic",
-            default=None if topic == "state" else default,
             metavar="TOPIC",
-            help=f"kafka://: the topic of {what} (default: {default})",
+            help=f"kafka://: the topic of {what} (default: mantle_stream.{topic}.GROUP.TOPIC"
+            f"{check})",
         )
 
 

@@ -1,10 +1,12 @@
 """Kafka: judge Rasa's Kafka event broker as a consumer group (``kafka://`` sources).
 
 ``options`` parses a ``kafka://`` spec and maps Rasa's broker settings to
-librdkafka's; ``member`` is one member of the consumer group (partitions,
-state moving with them, verdict and stop topics, offsets committed after
-both); ``rekey`` copies an unkeyed topic to one keyed by conversation id.
-confluent-kafka (the ``kafka`` extra) is imported only by those two.
+librdkafka's; ``clients`` builds every librdkafka client one way (its log
+kept off the terminal, its errors collected, the connection check);
+``member`` is one member of the consumer group (partitions, state moving
+with them, verdict and stop topics, offsets committed after both); ``rekey``
+copies an unkeyed topic to one keyed by conversation id. confluent-kafka
+(the ``kafka`` extra) is imported only by those three.
 """
 
 __all__: list[str] = []

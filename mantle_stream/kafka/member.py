@@ -9,7 +9,8 @@ partition). A member:
 * consumes its partitions and applies each batch of a partition to its
   evaluator as one chunk (the reorder window orders a burst out of order);
 * publishes every decision to the verdicts topic (key = conversation id; the
-  JSONL verdict record) and every stop message to the stops topic;
+  JSONL verdict record) and every stop message to the stops topic (each
+  when named: a ``check`` names none unless asked);
 * **commits** every ``commit_interval`` seconds, on revoke and at shutdown,
   in this order: the producer is flushed (every verdict so far delivered);
   the state of each of the partition's open conversations that changed is
@@ -51,12 +52,16 @@ from mantle_stream.core.engine.checkpoints import ConversationState
 from mantle_stream.core.engine.conversation import Naming
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import conversation_of
-from mantle_stream.core.errors import EventError, FeedError, UsageError
+from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, UsageError
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
-from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, client_settings, kafka_client
+from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
+from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
 
 __all__ = ["Member", "MemberStats"]
+
+#: Seconds the last commit waits for the brokers to confirm what was produced.
+FINAL_FLUSH = 30.0
 
 _encode = msgspec.json.Encoder().encode
 _state = msgspec.json.Decoder(ConversationState).decode
@@ -74,6 +79,7 @@ class MemberStats(msgspec.Struct, frozen=True):
     published: int  # verdict records
     commits: int
     restored: int  # conversations resumed from the state topic
+    not_resumed: int  # state records that did not decode or fit: judged afresh
 
 
 class Member:
@@ -90,6 +96,7 @@ class Member:
         on_bad: Callable[[EventError], object] | None = None,
         on_tick: Callable[[], object] | None = None,
     ) -> None:
+        kafka_client()  # a missing client is said before anything starts
         self.evaluator = evaluator
         self.spec = spec
         self.options = options
@@ -126,14 +133,20 @@ class Member:
         self._eof: set[int] = set()
         self._partition_count = 0
         self._unkeyed = False
+        self._foreign_key_said = False  # a message keyed by other than its conversation
+        self._commit_failing = False  # the last commit could not be done (and was told)
+        self._last_commit = self.started  # when offsets were last committed
+        self._consumer_errors_said: set[int] = set()  # codes of errors consume gave, told
         self._published = 0
         self._commits = 0
         self._restored = 0
+        self._not_resumed = 0  # state records that did not decode or fit
         self._rate = EventRate(20)
         self._last_message = time.monotonic()
         self._consumer: Any = None
         self._producer: Any = None
-        self._error: FeedError | None = None  # raised in a rebalance callback
+        self._error: Exception | None = None  # raised in a rebalance callback
+        self._errors = ClientErrors()  # every client's error_cb
         self.group_members: list[str] = []  # as the broker described them at the end
 
     # ------------------------------------------------------------------ outside
@@ -164,6 +177,7 @@ class Member:
             published=self._published,
             commits=self._commits,
             restored=self._restored,
+            not_resumed=self._not_resumed,
         )
 
     def members(self) -> list[str]:
@@ -171,7 +185,7 @@ class Member:
         them; this member alone when it cannot."""
         kafka = kafka_client()
         try:
-            admin = kafka.admin.AdminClient(client_settings(self.spec))
+            admin = kafka.admin.AdminClient(settings(self.spec, self._errors))
             [future] = admin.describe_consumer_groups([self.options.group]).values()
             group = future.result(5)
             members = sorted(f"{m.client_id}@{m.host} ({m.member_id})" for m in group.members)
@@ -206,7 +220,7 @@ class Member:
         partition); commit and leave the group cleanly."""
         kafka = kafka_client()
         options = self.options
-        base = client_settings(self.spec)
+        base = settings(self.spec, self._errors)
         try:
             self._producer = kafka.Producer(
                 {
@@ -253,6 +267,7 @@ class Member:
                 if self._error is not None:
                     raise self._error
                 self.member_id = self.member_id or consumer.memberid() or ""
+                self._say_client_errors()
                 self._apply(messages, kafka)
                 self._producer.poll(0)
                 now = time.monotonic()
@@ -280,7 +295,7 @@ class Member:
                     break
             if options.until_end:
                 self._emit(self.evaluator.finish_all())
-            self._commit(set(self._assigned))
+            self._commit(set(self._assigned), final=True)
         finally:
             self.group_members = self.members()
             self._final_lag = self.lag()
@@ -291,6 +306,8 @@ class Member:
                 self._consumer = None
                 self._producer.flush(10)
                 self.ended = time.monotonic()
+        if self._error is not None:  # in the last revoke
+            raise self._error
 
     def _left_out(self, now: float) -> bool:
         """A check member the group gives no partition (more members than partitions):
@@ -305,7 +322,7 @@ class Member:
         self._last_look = now
         kafka = kafka_client()
         try:
-            admin = kafka.admin.AdminClient(client_settings(self.spec))
+            admin = kafka.admin.AdminClient(settings(self.spec, self._errors))
             [future] = admin.describe_consumer_groups([self.options.group]).values()
             stable = future.result(5).state == kafka.ConsumerGroupState.STABLE
         except Exception:  # a broker that cannot say: wait until stopped
@@ -317,11 +334,11 @@ class Member:
             self._empty_since = now
         return now - self._empty_since >= self.options.linger
 
-    def _prepare_topics(self, kafka: Any, base: dict[str, str]) -> None:
+    def _prepare_topics(self, kafka: Any, base: dict[str, Any]) -> None:
         """The source must exist; the verdicts, stops and state topics are created with
         as many partitions (the state topic compacted) when missing."""
         admin = kafka.admin.AdminClient(base)
-        metadata = admin.list_topics(timeout=10)
+        metadata = connect(admin, self.spec, self._errors, CONNECT_TIMEOUT)
         topic = metadata.topics.get(self.spec.topic)
         if topic is None or topic.error is not None:
             raise FeedError(
@@ -333,8 +350,9 @@ class Member:
             (self.options.verdicts_topic, False),
             (self.options.stops_topic, False),
             (self.options.state_topic, True),
+            (self.options.dead_letter_topic, False),
         ):
-            if name not in metadata.topics:
+            if name is not None and name not in metadata.topics:
                 config = {"cleanup.policy": "compact"} if compact else {}
                 wanted.append(kafka.admin.NewTopic(name, self._partition_count, config=config))
         if wanted:
@@ -353,8 +371,9 @@ class Member:
             if error is not None:
                 if error.code() == kafka.KafkaError._PARTITION_EOF:
                     self._eof.add(message.partition())
-                    continue
-                raise FeedError(f"Kafka: {error.str()}")
+                else:
+                    self._consumer_error(error)
+                continue
             partition = message.partition()
             if partition not in self._assigned:
                 continue  # fetched before a revoke: the next owner reads it
@@ -380,7 +399,7 @@ class Member:
         ]
         offsets = [message.offset() for message in batch]
         where = f"{self.spec.topic}[{partition}] (offset)"
-        on_bad = None if self.on_bad is None else self._bad(offsets)
+        on_bad = None if self.on_bad is None else self._bad(batch)
         try:
             decisions = evaluator.push_chunk(
                 b"\n".join(lines) + b"\n", on_bad=on_bad, first_line=0, source=where
@@ -403,11 +422,21 @@ class Member:
         evaluator = self.evaluator
         owner, last = self._owner, self._last
         for message, line in zip(batch, lines, strict=True):
-            key = message.key()
-            # Keyed by conversation, or (one member owning every partition) by its first.
-            cid = key.decode(errors="replace") if key is not None else conversation_of(line)
+            # The conversation the event names, never the message's key: its state is
+            # saved and restored under it (a key of another kind left it unsaved).
+            cid = conversation_of(line)
             if cid is None:
                 continue
+            key = message.key()
+            if key is not None and not self._foreign_key_said and key != cid.encode():
+                self._foreign_key_said = True
+                _warn(
+                    f"`{self.spec.topic}` is keyed by something other than the conversation "
+                    f"id (key `{key.decode(errors='replace')}` on an event of `{cid}`, "
+                    f"[{partition}]@{message.offset()}): its state is kept by the "
+                    "conversation each event names; members may share the topic only if "
+                    "each conversation's messages have one key"
+                )
             if cid not in owner:
                 naming = evaluator.naming(cid)
                 if naming == Naming.WAITING:  # buffered: read again until it is named
@@ -435,16 +464,43 @@ class Member:
         if error is not None and self._delivery_error is None:
             self._delivery_error = f"{message.topic()}: {error.str()}"
 
-    def _bad(self, offsets: list[int]) -> Callable[[EventError], object]:
+    def _bad(self, batch: list[Any]) -> Callable[[EventError], object]:
+        """A skipped message: to the dead-letter topic (if named) as read, with where it
+        was and why in two headers; then told. The next commit delivers it before the
+        offset passes it."""
         assert self.on_bad is not None
-        on_bad = self.on_bad
-        return lambda error: on_bad(error.at(offsets[error.line or 0]))
+        on_bad, dead = self.on_bad, self.options.dead_letter_topic
 
-    def _produce(self, topic: str, key: str, value: bytes | None, **partition: int) -> None:
+        def skip(error: EventError) -> None:
+            message = batch[error.line or 0]
+            error = error.at(message.offset())
+            if dead is not None:
+                where = f"{self.spec.topic}[{message.partition()}]@{message.offset()}"
+                headers = [
+                    *(message.headers() or []),
+                    ("mantle_stream.source", where.encode()),
+                    ("mantle_stream.error", str(error).split("\n", 1)[0].encode(errors="replace")),
+                ]
+                self._produce(dead, message.key(), message.value(), headers=headers)
+            on_bad(error)
+
+        return skip
+
+    def _produce(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        *,
+        headers: list[tuple[str, bytes]] | None = None,
+        **partition: int,
+    ) -> None:
         """Queue one record; when the producer's queue is full, wait for room."""
+        extra: dict[str, Any] = {"headers": headers} if headers is not None else {}
+        raw = key.encode() if isinstance(key, str) else key
         while True:
             try:
-                self._producer.produce(topic, key=key.encode(), value=value, **partition)
+                self._producer.produce(topic, key=raw, value=value, **extra, **partition)
                 return
             except BufferError:
                 self._producer.poll(0.1)
@@ -453,9 +509,10 @@ class Member:
         if not decisions:
             return
         topic = self.options.verdicts_topic
-        for d in decisions:
-            self._produce(topic, d.conversation_id, _encode(DecisionRecord.of(d)))
-        self._published += len(decisions)
+        if topic is not None:
+            for d in decisions:
+                self._produce(topic, d.conversation_id, _encode(DecisionRecord.of(d)))
+            self._published += len(decisions)
         self.latest.extend(decisions)
         if self.on_decisions is not None:
             self.on_decisions(decisions)
@@ -464,28 +521,36 @@ class Member:
     def _stop_settled(self, decisions: list[Decision]) -> None:
         """A stop message for each conversation this batch settled before its end,
         published for the simulators (and alerting) that subscribe."""
+        topic = self.options.stops_topic
         for message in self._stops.settled(decisions):
-            self._produce(self.options.stops_topic, message.conversation_id, _encode(message))
+            if topic is not None:
+                self._produce(topic, message.conversation_id, _encode(message))
             if self.on_stop is not None:
                 self.on_stop(message)
 
     # ------------------------------------------------------------------ commits
 
-    def _commit(self, partitions: set[int]) -> None:
+    def _commit(self, partitions: set[int], *, final: bool = False, wait: float = 1.0) -> None:
         """Verdicts delivered, then the partitions' state written, then their offsets.
 
         A partition's offset stops at the first event of a conversation that must be
         read again (held in a reorder window, or waiting for its scenario); the
         conversations that finished after it keep their final state (not a
         tombstone) until the offset passes their last event, so what is read again
-        for them is skipped."""
+        for them is skipped.
+
+        Only a ``final`` commit (the member stopping) must succeed; the others wait
+        ``wait`` seconds for the brokers to confirm what was produced. One that
+        cannot be done now (the brokers down, the member dropped from the group
+        while they were) is told once and tried again at the next: what was
+        published since the last commit is then judged again by the partition's next
+        owner, the same records, as after a crash."""
         if not partitions:
             return
         kafka = kafka_client()
-        producer = self._producer
         evaluator = self.evaluator
-        producer.flush(30)
-        self._check_delivered()
+        if not self._flushed(final, wait):
+            return
         holding = set(evaluator.holding())
         for cid in list(self._hold_from):
             if cid not in holding and evaluator.naming(cid) != Naming.WAITING:
@@ -520,15 +585,49 @@ class Member:
                 if cid in self._written:
                     self._produce(state_topic, cid, None, partition=partition)
                 self._forget(cid)
-        if producer.flush(30):
-            raise FeedError("Kafka: verdicts or state not delivered within 30 s; not committed")
-        self._check_delivered()
-        if offsets:
+        if not self._flushed(final, wait) or not offsets:
+            return
+        try:
             self._consumer.commit(
                 offsets=[kafka.TopicPartition(self.spec.topic, p, o) for p, o in offsets.items()],
                 asynchronous=False,
             )
-            self._commits += 1
+        except kafka.KafkaException as exc:
+            error = exc.args[0] if exc.args else exc
+            reason = error.str() if hasattr(error, "str") else str(error)
+            if final or (hasattr(error, "fatal") and error.fatal()):
+                raise FeedError(f"Kafka: {reason}; the offsets read were not committed") from None
+            self._not_committed(reason)
+            return
+        self._commits += 1
+        self._last_commit = time.monotonic()
+        self._errors.recovered()
+        if self._commit_failing:
+            self._commit_failing = False
+            _warn(f"Kafka: committing again (group `{self.options.group}`)")
+
+    def _flushed(self, final: bool, wait: float) -> bool:
+        """Everything produced so far delivered: within 30 s when ``final`` (else
+        :class:`FeedError`), else within ``wait`` (else False, and told once that
+        lasts past ``FINAL_FLUSH`` seconds): a periodic commit waits a second, so the
+        loop goes on reading while the brokers are away."""
+        wait = FINAL_FLUSH if final else wait
+        if self._producer.flush(wait):
+            if final:
+                raise FeedError(
+                    f"Kafka: verdicts or state not delivered within {wait:g} s; not committed"
+                )
+            waited = time.monotonic() - self._last_commit
+            if waited > FINAL_FLUSH:
+                self._not_committed(f"verdicts or state not delivered for {waited:.0f} s")
+            return False
+        self._check_delivered()
+        return True
+
+    def _not_committed(self, reason: str) -> None:
+        if not self._commit_failing:
+            self._commit_failing = True
+            _warn(f"Kafka: not committed ({reason}); trying again every commit interval")
 
     def _check_delivered(self) -> None:
         if self._delivery_error is not None:
@@ -564,7 +663,23 @@ class Member:
             "partitions"
         )
 
+    def _callback(self, work: Callable[[], object]) -> None:
+        """A rebalance callback's work: an exception is raised after ``consume``
+        returns (raised through librdkafka's C code it is a ``SystemError``)."""
+        try:
+            work()
+        except Exception as exc:
+            self._stopping = True
+            if self._error is None:
+                self._error = exc
+
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._callback(lambda: self._assign(partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._callback(lambda: self._revoke(partitions))
+
+    def _assign(self, partitions: list[Any]) -> None:
         new = {tp.partition for tp in partitions}
         self._joined = True
         self._assigned |= new
@@ -574,18 +689,25 @@ class Member:
             self._error = FeedError(self._unkeyed_message())
         self._restore(new)
 
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+    def _revoke(self, partitions: list[Any]) -> None:
         gone = {tp.partition for tp in partitions} & self._assigned
         try:
-            self._commit(gone)
+            # A handover: worth waiting for, so the next owner publishes nothing twice.
+            self._commit(gone, wait=FINAL_FLUSH)
         finally:
             if not self._closing:  # (leaving: its conversations stay in its report)
                 self._let_go(gone)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         # No longer a member: nothing may be committed; the next owner resumes from the
-        # last commit.
-        self._let_go({tp.partition for tp in partitions} & self._assigned)
+        # last commit (this member too, once it has rejoined).
+        lost = {tp.partition for tp in partitions} & self._assigned
+        if lost and not self._closing:
+            _warn(
+                f"Kafka: partitions {sorted(lost)} lost (the session timed out): rejoining "
+                f"group `{self.options.group}`; what came since the last commit is judged again"
+            )
+        self._let_go(lost)
 
     def _let_go(self, partitions: set[int]) -> None:
         for cid, partition in list(self._owner.items()):
@@ -606,7 +728,7 @@ class Member:
         kafka = kafka_client()
         reader = kafka.Consumer(
             {
-                **client_settings(self.spec),
+                **settings(self.spec, self._errors),
                 "group.id": f"mantle_stream.restore.{uuid.uuid4().hex}",  # never commits
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",  # offset 0 deleted: the first there is
@@ -614,7 +736,7 @@ class Member:
                 **self.options.consumer,
             }
         )
-        states: dict[str, tuple[int, bytes | None]] = {}
+        states: dict[str, tuple[int, int, bytes | None]] = {}  # -> (partition, offset, value)
         try:
             reader.assign(
                 [kafka.TopicPartition(self.options.state_topic, p, 0) for p in partitions]
@@ -638,18 +760,28 @@ class Member:
                     if key is not None:
                         states[key.decode(errors="replace")] = (
                             message.partition(),
+                            message.offset(),
                             message.value(),
                         )
         finally:
             reader.close()
-        for cid, (partition, value) in states.items():
+        for cid, (partition, offset, value) in states.items():
             if value is None or self.evaluator.naming(cid) is not None:
                 continue  # gone, or known here already
-            state = _state(value)
             try:
+                state = _state(value)
+                if state.conversation_id != cid:
+                    raise ValueError(f"the record is `{state.conversation_id}`'s")
                 self.evaluator.restore_conversation(state)
-            except (UsageError, ValueError) as exc:  # another scenario set's state
-                print(f"mantle-stream: warning: not resumed: `{cid}`: {exc}", file=sys.stderr)
+            except (msgspec.DecodeError, UsageError, ValueError) as exc:
+                # Junk, or another scenario set's state: judged afresh from its events
+                # read from the committed offset on, never the end of the member.
+                self._not_resumed += 1
+                where = f"{self.options.state_topic}[{partition}]@{offset}"
+                _warn(
+                    f"state of `{cid}` in {where} not resumed ({exc}): judged afresh from "
+                    "its events from here on"
+                )
                 continue
             self._owner[cid] = partition
             self._written[cid] = state.events
@@ -657,6 +789,27 @@ class Member:
                 self._ended.add(cid)
                 self._last[cid] = -1  # tombstoned once this member commits past it
             self._restored += 1
+
+    def _consumer_error(self, error: Any) -> None:
+        """An error ``consume`` gave: a fatal one (or one no retry mends: a topic or
+        group the credentials may not read) ends the run; any other is told once and
+        librdkafka retries (a broker that went away, a coordinator moving)."""
+        kafka = kafka_client()
+        permanent = {
+            kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            kafka.KafkaError.GROUP_AUTHORIZATION_FAILED,
+        }
+        if error.fatal() or error.code() in permanent:
+            raise FeedError(f"Kafka: {error.str()}")
+        if error.code() not in self._consumer_errors_said:
+            self._consumer_errors_said.add(error.code())
+            _warn(f"Kafka: {error.str()} (retrying)")
+
+    def _say_client_errors(self) -> None:
+        """A fatal client error ends the run; every broker down is said once an outage."""
+        down = self._errors.take(self.spec.bootstrap)
+        if down is not None:
+            _warn(down)
 
     def _say_stats(self) -> None:
         s = self.stats()
@@ -667,3 +820,7 @@ class Member:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _warn(text: str) -> None:
+    print(f"mantle-stream: warning: {text}".translate(CONTROL_ESCAPES), file=sys.stderr, flush=True)

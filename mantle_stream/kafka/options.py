@@ -24,6 +24,7 @@ __all__ = [
     "KafkaOptions",
     "KafkaSpec",
     "client_settings",
+    "group_topic",
     "is_kafka_spec",
     "kafka_client",
     "kafka_settings",
@@ -60,9 +61,10 @@ class KafkaOptions:
 
     ``offsets``: where a partition without a committed offset starts
     (``earliest``: replay; ``latest``: what arrives from now). The three
-    topics: verdicts (key = conversation id), stop messages, and the
-    conversations' state (compacted: key = conversation id, a tombstone once
-    one finishes). ``commit_interval``: seconds between commits (verdicts
+    topics: verdicts (key = conversation id) and stop messages, each None to
+    publish none, and the conversations' state (compacted: key = conversation
+    id, a tombstone once one finishes); :func:`group_topic` names them from
+    the group. ``commit_interval``: seconds between commits (verdicts
     flushed, then state, then offsets). ``until_end``: end once every
     partition was read to its end and nothing came for ``linger`` seconds
     (``check``); else run until stopped (``watch``).
@@ -70,8 +72,8 @@ class KafkaOptions:
 
     group: str = "mantle_stream"
     offsets: str = "latest"
-    verdicts_topic: str = "mantle_stream.verdicts"
-    stops_topic: str = "mantle_stream.stops"
+    verdicts_topic: str | None = None
+    stops_topic: str | None = None
     state_topic: str = "mantle_stream.state"
     commit_interval: float = 1.0
     gap_timeout: float = 5.0  # seconds a missing sequence is waited for (--gap-timeout)
@@ -79,6 +81,14 @@ class KafkaOptions:
     until_end: bool = False
     linger: float = 1.0
     consumer: dict[str, Any] = dataclasses.field(default_factory=dict)  # extra settings
+    dead_letter_topic: str | None = None  # skipped messages go there, as read
+
+
+def group_topic(kind: str, group: str, source: str) -> str:
+    """The topic of ``kind`` (verdicts, stops, state) a member of ``group`` writes for
+    the ``source`` topic: ``mantle_stream.KIND.GROUP.SOURCE``, so nothing two groups
+    (or one group on two topics) write shares a topic by accident."""
+    return f"mantle_stream.{kind}.{group}.{source}"
 
 
 def kafka_client() -> Any:

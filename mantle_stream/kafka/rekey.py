@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -61,18 +60,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mantle_stream.core.errors import CONTROL_ESCAPES, FeedError, UsageError
-from mantle_stream.kafka.options import KafkaSpec, client_settings, kafka_client
+from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
+from mantle_stream.kafka.options import KafkaSpec, kafka_client
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient
 
 __all__ = ["CONNECT_TIMEOUT", "RekeyStats", "rekey", "target_topic"]
 
-#: Seconds to wait for a broker to answer before giving up. A broker that
-#: refuses the connection, a host that does not resolve or a failed
-#: authentication ends the wait at once (librdkafka reports every broker down).
-CONNECT_TIMEOUT = 10.0
 #: The consumer's session timeout: Kafka's default before 3.0, not librdkafka's
 #: 45 s. The loop polls ten times a second, so a member is never slow to answer,
 #: and a member that died is replaced after 10 s; tansu (the test broker) also
@@ -167,15 +162,6 @@ def conversation_id(value: bytes | None) -> tuple[str | None, str]:
     return cid, ""
 
 
-def _quiet_logger() -> logging.Logger:
-    """librdkafka's log, kept off standard error: its errors come through ``error_cb``."""
-    logger = logging.getLogger("mantle_stream.kafka.rekey.librdkafka")
-    logger.propagate = False
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
-    return logger
-
-
 def _excerpt(value: bytes | None) -> str:
     if value is None:
         return ""
@@ -256,10 +242,7 @@ class _Copier:
         self.connect_timeout = connect_timeout
         self.commit_interval = commit_interval
         self.stats = RekeyStats(spec.topic, target, group)
-        self._logger = _quiet_logger()
-        self._client_errors: list[KafkaError] = []  # from error_cb, for the connection check
-        self._fatal: KafkaError | None = None
-        self._down_noted = False
+        self._errors = ClientErrors()
         self._delivery_errors: list[tuple[KafkaError, Message]] = []
         self._assigned: set[int] = set()
         self._ended: set[int] = set()
@@ -272,46 +255,11 @@ class _Copier:
     # ------------------------------------------------------------------ setup
 
     def _settings(self, **extra: Any) -> dict[str, Any]:
-        return {
-            **client_settings(self.spec),
-            "error_cb": self._on_error,
-            "logger": self._logger,
-            **extra,
-        }
+        return settings(self.spec, self._errors, **extra)
 
     def _note(self, text: str) -> None:
         if self.on_note is not None:
             self.on_note(text)
-
-    def _on_error(self, err: KafkaError) -> None:
-        self._client_errors.append(err)
-        del self._client_errors[:-20]
-        if err.fatal():
-            self._fatal = err
-
-    def _connect(self, admin: AdminClient) -> Any:
-        """The cluster's metadata (every topic: naming one could create it)."""
-        ck = self.ck
-        deadline = time.monotonic() + self.connect_timeout
-        while True:
-            try:
-                return admin.list_topics(timeout=min(0.5, self.connect_timeout))
-            except ck.KafkaException as exc:
-                last: Any = exc.args[0] if exc.args else exc
-            admin.poll(0)  # serves error_cb
-            codes = {err.code() for err in self._client_errors}
-            given_up = codes & {ck.KafkaError._ALL_BROKERS_DOWN, ck.KafkaError._AUTHENTICATION}
-            if given_up or self._fatal is not None or time.monotonic() >= deadline:
-                reasons = [
-                    err.str()
-                    for err in self._client_errors
-                    if err.code() != ck.KafkaError._ALL_BROKERS_DOWN
-                ]
-                why = reasons[-1] if reasons else str(last)
-                if ck.KafkaError._AUTHENTICATION in codes:
-                    raise FeedError(f"Kafka at {self.spec.bootstrap} refused to log in: {why}")
-                waited = "" if given_up else f" within {self.connect_timeout:g} s"
-                raise FeedError(f"no Kafka broker answered at {self.spec.bootstrap}{waited}: {why}")
 
     def _partitions(self, metadata: Any, topic: str) -> int | None:
         meta = metadata.topics.get(topic)
@@ -330,7 +278,7 @@ class _Copier:
         )
 
         admin = AdminClient(self._settings())
-        metadata = self._connect(admin)
+        metadata = connect(admin, self.spec, self._errors, self.connect_timeout)
         partitions = self._partitions(metadata, self.source)
         if partitions is None:
             topics = sorted(t for t in metadata.topics if not t.startswith("__"))
@@ -539,13 +487,9 @@ class _Copier:
         self._note(f"reading `{self.source}`: {err.str()} (retrying)")
 
     def _check_client_errors(self) -> None:
-        if self._fatal is not None:
-            raise FeedError(f"Kafka client failed: {self._fatal.str()}")
-        down = any(e.code() == self.ck.KafkaError._ALL_BROKERS_DOWN for e in self._client_errors)
-        if down and not self._down_noted:
-            self._down_noted = True
-            self._note(f"every broker of {self.spec.bootstrap} is down: retrying")
-        self._client_errors.clear()
+        down = self._errors.take(self.spec.bootstrap)
+        if down is not None:
+            self._note(down)
 
     def _raise_callback_error(self) -> None:
         if self._callback_error is not None:

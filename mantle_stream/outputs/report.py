@@ -213,6 +213,7 @@ class GroupReport(msgspec.Struct, frozen=True):
     lag: int
     published: int  # verdict records sent to the verdicts topic
     restored: int  # conversations resumed from the state topic
+    not_resumed: int = 0  # state records that did not decode or fit: judged afresh
 
 
 class AmbiguousRun(msgspec.Struct, frozen=True):
