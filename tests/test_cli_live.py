@@ -372,14 +372,17 @@ def test_watch_on_a_followed_file_keeps_following_until_interrupted(tmp_path: Pa
     may be written later); Ctrl-C does, and the report holds what was judged."""
     feed = tmp_path / "rasa_event.log"
     feed.write_text((EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text())
-    proc = spawn("watch", str(CARD), "--events", f"follow:{feed}")
+    verdicts = tmp_path / "verdicts.jsonl"
+    proc = spawn("watch", str(CARD), "--events", f"follow:{feed}", "--jsonl", str(verdicts))
     try:
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=3)  # the runs ended at once; it follows on
         with feed.open("a") as out:  # a run written later is judged too
             later = (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text()
             out.write(later.replace("sim-5588a28d", "sim-later-1"))
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30  # (a loaded machine polls late: wait for it)
+        while "sim-later-1" not in verdicts.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         stdout, _ = proc.communicate(timeout=30)
     finally:
