@@ -41,9 +41,9 @@ def test_every_benchmark_script_is_smoke_tested_or_excused() -> None:
     assert scripts - NOT_HERE.keys() == set(TABLES)
 
 
-# Each of these takes 10 to 20 s of CPU even in --quick mode: run in the slow set
+# Each of these takes 10 to 45 s even in --quick mode: run in the slow set
 # (.ci/run runs it after the main command), so the test command stays short.
-SLOW = {"workers.py", "memory.py", "sql_store.py", "kafka.py"}
+SLOW = {"workers.py", "memory.py", "sql_store.py", "kafka.py", "gate.py"}
 
 
 @pytest.mark.parametrize(

@@ -387,11 +387,32 @@ def reported(s: ToolCallScores) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: The loaded Hypothesis profile's count (100 unless told): the README's test command.
+QUICK = settings(
+    max_examples=settings().max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@QUICK
 @given(cases())
 def test_streaming_scores_equal_the_reference(
     case: tuple[list[dict[str, Any]], Conversation],
 ) -> None:
+    _scores_equal_the_reference(case)
+
+
+@pytest.mark.slow
+@settings(QUICK, max_examples=1500)
+@given(cases())
+def test_streaming_scores_equal_the_reference_long(
+    case: tuple[list[dict[str, Any]], Conversation],
+) -> None:
+    _scores_equal_the_reference(case)
+
+
+def _scores_equal_the_reference(case: tuple[list[dict[str, Any]], Conversation]) -> None:
     entries, conv = case
     evaluator = Evaluator(scenario_with(entries))
     seen: dict[int, tuple[str, int | None, int | None]] = {}

@@ -176,8 +176,8 @@ async def test_with_events_from_a_broker_file_failing_runs_are_stopped_too(
         serving(agent) as upstream,
         _gate(upstream, scenarios, events=[f"follow:{broker}"]) as (gate, judge),
     ):
-        for run in runs:  # one at a time, thinking, as an LLM user does
-            await simulate(gate.address, [run], think=0.2)
+        # Eight at a time (as Rasa plays them), thinking between turns as an LLM user does.
+        await simulate(gate.address, runs, think=0.2, concurrency=8)
     stopped = {r.conversation_id for r in runs if r.stopped}
     assert stopped and judge.report().stopped == len(stopped)
     results = {r.conversation_id: r for r in judge.main.results()}

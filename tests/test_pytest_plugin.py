@@ -419,6 +419,7 @@ def junit_cases(path: Path) -> list[dict[str, str]]:
     return cases
 
 
+@pytest.mark.slow  # two inner pytest runs, one of them with xdist workers: 30 s
 def test_pytest_xdist_gives_the_same_outcomes_and_junit(project: pytest.Pytester) -> None:
     project.runpytest("--junitxml=alone.xml").assert_outcomes(**COUNTS)
     result = project.runpytest_subprocess("-n", "2", "-v", "--junitxml=xdist.xml")

@@ -293,6 +293,7 @@ def big_feed(path: Path) -> None:
     path.write_text("\n".join(out) + "\n")
 
 
+@pytest.mark.slow  # a dozen killed and resumed runs: 20 s
 @pytest.mark.timeout(240)
 def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_report(
     tmp_path: Path,
