@@ -81,3 +81,17 @@ def test_the_cli_reference_page_is_every_commands_help_as_the_parser_prints_it()
     for name in commands:
         assert f"usage: mantle-stream {name} " in page
     assert "--regex-timeout SECONDS" in page
+
+
+def test_the_architecture_tree_lists_every_module_and_only_those() -> None:
+    """docs/architecture.md's tree of the package names each module (by file name) that
+    exists, and no file that does not."""
+    import re
+
+    text = (REPOSITORY / "docs" / "architecture.md").read_text()
+    tree = text.split("```\nmantle_stream/\n", 1)[1].split("```", 1)[0]
+    listed = set(re.findall(r"\b(\w+\.py)\b", tree))
+    package = REPOSITORY / "mantle_stream"
+    modules = {p.name for p in package.rglob("*.py")}
+    assert sorted(modules - listed) == []
+    assert sorted(listed - modules) == []
