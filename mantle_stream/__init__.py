@@ -8,7 +8,7 @@ The public API::
     runs = ms.load_results("eval/results/2026-12-01T09-00-00")  # which scenario each ran
     evaluator = ms.Evaluator(scenarios,
                              assignments={cid: run.scenario for cid, run in runs.items()})
-    for line in feed:
+    for line in feed:  # or: for event in ms.decode_events(data): evaluator.push(event)
         for decision in evaluator.push_line(line):
             print(decision.conversation_id, decision.index, decision.verdict, decision.reason)
     evaluator.finish_all()
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         ScenarioError,
         UsageError,
     )
-    from mantle_stream.core.events.decode import EventDecoder
+    from mantle_stream.core.events.decode import decode_events
     from mantle_stream.core.events.model import (
         Bot,
         Event,
@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
     from mantle_stream.core.scenario.model import Scenario
     from mantle_stream.core.verdicts import (
         AssertionResult,
+        CandidateVerdict,
         ConversationResult,
         Decision,
         DecisionRecord,
@@ -74,7 +75,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         VerdictRecord,
     )
     from mantle_stream.feeds import Chunk, Feed, open_feed
-    from mantle_stream.outputs.report import Report, build_report, exit_status
+    from mantle_stream.outputs.report import Report, build_report
     from mantle_stream.outputs.sink import Sink
     from mantle_stream.runner import Runner, RunOutcome, run_feed
 
@@ -82,6 +83,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
 #: command line answers ``--help`` without loading the engine.
 _LAZY = {
     "AssertionResult": "mantle_stream.core.verdicts",
+    "CandidateVerdict": "mantle_stream.core.verdicts",
     "Chunk": "mantle_stream.feeds",
     "ConversationResult": "mantle_stream.core.verdicts",
     "ConversationState": "mantle_stream.core.engine.evaluator",
@@ -108,7 +110,7 @@ _LAZY = {
     "SkillResumed": "mantle_stream.core.events.model",
     "ToolExecuted": "mantle_stream.core.events.model",
     "User": "mantle_stream.core.events.model",
-    "EventDecoder": "mantle_stream.core.events.decode",
+    "decode_events": "mantle_stream.core.events.decode",
     "EventError": "mantle_stream.core.errors",
     "Feed": "mantle_stream.feeds",
     "FeedError": "mantle_stream.core.errors",
@@ -127,7 +129,6 @@ _LAZY = {
     "Verdict": "mantle_stream.core.verdicts",
     "VerdictRecord": "mantle_stream.core.verdicts",
     "build_report": "mantle_stream.outputs.report",
-    "exit_status": "mantle_stream.outputs.report",
     "load_results": "mantle_stream.core.recorded",
     "load_scenario_file": "mantle_stream.core.scenario.load",
     "load_scenario_text": "mantle_stream.core.scenario.load",
@@ -155,6 +156,7 @@ __version__ = VERSION
 __all__ = [
     "AssertionResult",
     "Bot",
+    "CandidateVerdict",
     "Chunk",
     "ConversationResult",
     "ConversationState",
@@ -163,7 +165,6 @@ __all__ = [
     "Diagnostic",
     "Evaluator",
     "Event",
-    "EventDecoder",
     "EventError",
     "Feed",
     "FeedError",
@@ -200,7 +201,7 @@ __all__ = [
     "VerdictRecord",
     "__version__",
     "build_report",
-    "exit_status",
+    "decode_events",
     "load_results",
     "load_scenario_file",
     "load_scenario_text",

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mantle_stream as ms
+from mantle_stream.core.events.decode import EventDecoder
 from mantle_stream.core.events.flat import document_lines, is_document
 from mantle_stream.core.events.model import (
     PAYLOAD_FIELDS,
@@ -40,7 +41,7 @@ SPEC_EXAMPLE = (Path(__file__).parent / "data" / "protojson_example.jsonl").read
 
 
 def decode(data: bytes) -> list[ms.Event]:
-    return ms.EventDecoder("feed.jsonl").decode_chunk(data)
+    return EventDecoder("feed.jsonl").decode_chunk(data)
 
 
 def scenario(*assertions: dict[str, object]) -> ms.Scenario:
@@ -225,7 +226,7 @@ def test_a_newer_kind_held_for_order_keeps_its_kind_when_its_gap_fills() -> None
 
 def test_a_newer_kind_is_counted_alike_before_and_after_it_is_learnt() -> None:
     # The first sighting is read key by key; later chunks decode it as a field.
-    decoder = ms.EventDecoder()
+    decoder = EventDecoder()
     for seq in range(3):
         decoder.decode_chunk(envelope(seq, agent_thought={"text": "x"}) + b"\n")
     assert decoder.unknown == {"agent_thought": 3}
@@ -339,7 +340,7 @@ def test_a_flat_bot_keeps_its_metadata_object() -> None:
 
 
 def test_older_calm_rows_are_counted_apart_from_unknown_kinds() -> None:
-    decoder = ms.EventDecoder()
+    decoder = EventDecoder()
     data = (
         b'{"event":"slot","sender_id":"c","name":"a","value":1}\n'
         b'{"event":"flow_started","sender_id":"c","flow_id":"f"}\n'
@@ -502,7 +503,7 @@ def test_a_document_that_is_not_one_names_the_problem() -> None:
 def test_bad_lines_name_source_line_and_problem(line: bytes, message: str) -> None:
     data = b'{"conversation_id":"c","sequence":0,"user":{}}\n\n' + line + b"\n"
     with pytest.raises(ms.EventError) as info:
-        ms.EventDecoder("feed.jsonl").decode_chunk(data, first_line=10)
+        EventDecoder("feed.jsonl").decode_chunk(data, first_line=10)
     err = info.value
     assert (err.source, err.line) == ("feed.jsonl", 12)
     assert err.message == message
@@ -639,7 +640,7 @@ def test_overlong_line_is_refused_without_decoding_it() -> None:
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(SPEC_EXAMPLE)), max_size=12))
 def test_chunking_a_byte_stream_never_changes_the_events(cuts: list[int]) -> None:
     chunker = LineChunker()
-    decoder = ms.EventDecoder()
+    decoder = EventDecoder()
     events: list[ms.Event] = []
     edges = [0, *sorted(cuts), len(SPEC_EXAMPLE)]
     for start, end in itertools.pairwise(edges):

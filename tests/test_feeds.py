@@ -21,7 +21,8 @@ import anyio
 import pytest
 from anyio.abc import ByteStream, SocketAttribute
 
-from mantle_stream import EventDecoder, EventError, FeedError
+from mantle_stream import EventError, FeedError
+from mantle_stream.core.events.decode import EventDecoder
 from mantle_stream.feeds import Chunk, Feed, FollowOptions, open_feed
 from mantle_stream.feeds.base import Peer
 from mantle_stream.feeds.files import _read_waiting

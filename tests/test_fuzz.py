@@ -58,7 +58,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 import mantle_stream as ms
-from mantle_stream.core.events.decode import MAX_LINE_BYTES
+from mantle_stream.core.events.decode import MAX_LINE_BYTES, EventDecoder
 from mantle_stream.core.events.model import PAYLOAD_TYPES
 from mantle_stream.core.recorded import load_results
 
@@ -124,7 +124,7 @@ def evaluator(kind: str) -> ms.Evaluator:
 
 
 evaluator_kinds = st.sampled_from(KINDS)
-_RAW = ms.EventDecoder(SOURCE)  # its raw ``decode_lines``: the engine's fast path
+_RAW = EventDecoder(SOURCE)  # its raw ``decode_lines``: the engine's fast path
 _ONE_EVENT = msgspec.json.Decoder(ms.Event)
 
 # --------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def _line_count(chunk: bytes) -> int:
 
 
 def decode_chunk_raises_only_event_errors(data: bytes, first: int) -> None:
-    decoder = ms.EventDecoder(SOURCE)
+    decoder = EventDecoder(SOURCE)
     lines = data.split(b"\n")
     _guarded(lambda: decoder.decode_chunk(data, first), lines, first)
 

@@ -294,7 +294,7 @@ def test_a_conversation_that_names_no_scenario_is_not_kept_waiting_beyond_a_mebi
         tracemalloc.stop()
     assert grown < 2 * 2**20, grown
     assert evaluator.statistics().unnamed_given_up == 1
-    # Naming a scenario afterwards no longer starts judging it: its start is gone.
+    # ScenarioStatus a scenario afterwards no longer starts judging it: its start is gone.
     named = json.loads(row(200, "wordy", bot={"text": "x", "data": None}))
     named["metadata"] = json.dumps({"scenario": "a"})
     evaluator.push_line(json.dumps(named))

@@ -77,3 +77,29 @@ def test_an_event_can_be_built_from_exported_names_alone() -> None:
     from mantle_stream.core.events.model import PAYLOAD_TYPES
 
     assert all(getattr(mantle_stream, cls.__name__) is cls for cls in PAYLOAD_TYPES.values())
+
+
+def test_the_library_page_documents_every_public_name_and_only_those() -> None:
+    """docs/library.md's API reference is the root's __all__ (and the testing builders):
+    a name exported without its page, or a page of a name no longer exported, fails."""
+    import re
+    from pathlib import Path
+
+    import mantle_stream.testing
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "library.md").read_text()
+    documented = set(re.findall(r"^::: mantle_stream\.(\w+)$", page, flags=re.M))
+    assert documented == (set(mantle_stream.__all__) - {"__version__"}) | {"testing"}
+    members = set(re.findall(r"^        - (\w+)$", page, flags=re.M))
+    assert members == set(mantle_stream.testing.__all__)
+
+
+def test_decode_events_reads_every_shape_mantle_writes() -> None:
+    from mantle_stream.testing import conversation, skill, user
+
+    lines = b"".join(conversation(user("hi"), skill("activated", "card_replace")))
+    flat = b'{"event": "user", "text": "again", "sender_id": "c", "sequence": 2}\n'
+    events = mantle_stream.decode_events(lines + flat, source="feed.jsonl")
+    assert [e.sequence for e in events] == [0, 1, 2]
+    assert events[2].user is not None and events[2].user.text == "again"
+    assert mantle_stream.decode_events(lines.decode()) == events[:2]

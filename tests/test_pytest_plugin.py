@@ -34,7 +34,7 @@ import mantle_stream.pytest_plugin._session as plugin_session
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.verdicts import ConversationResult
 from mantle_stream.feeds import Chunk
-from mantle_stream.pytest_plugin._judge import Judgement, Remembering, judge, run_names
+from mantle_stream.pytest_plugin._judge import Judgement, RecentLinesFeed, judge, run_names
 from mantle_stream.pytest_plugin._text import MAX_SNIPPET_LINES, snippet
 from mantle_stream.testing import (
     TrackerEvent,
@@ -709,19 +709,19 @@ def test_the_snippet_is_the_assertions_lines_with_a_caret_under_its_kind() -> No
 def test_a_deciding_event_is_found_in_the_chunks_last_read_only() -> None:
     old, new = conversation(user("hi"), bot("yes"), conversation_id="caf\u00e9")
 
-    class Feed:  # the part of a feed Remembering reads
+    class Feed:  # the part of a feed RecentLinesFeed reads
         name, live, address = "f", False, None
 
         async def __aiter__(self) -> AsyncIterator[Chunk]:
             yield Chunk(old, None, 1)
             yield Chunk(new, None, 2)
 
-    async def read_all(remembering: Remembering) -> None:
+    async def read_all(remembering: RecentLinesFeed) -> None:
         async for _ in remembering:
             pass
 
     feed: Any = Feed()
-    remembering = Remembering(feed, keep=len(new))  # room for the last chunk only
+    remembering = RecentLinesFeed(feed, keep=len(new))  # room for the last chunk only
     anyio.run(read_all, remembering)
     assert remembering.find("caf\u00e9", 1) == new.strip()
     assert remembering.find("caf\u00e9", 0) is None  # read before: no longer at hand

@@ -40,7 +40,7 @@ from mantle_stream.cli.workers import AUTO_MIN_BYTES, cores, run_workers
 from mantle_stream.core.assertions.bot import nested_repetition
 from mantle_stream.core.defaults import LINGER_UNSET
 from mantle_stream.core.engine.evaluator import Evaluator
-from mantle_stream.core.engine.partition import Judged
+from mantle_stream.core.engine.partition import Judgement
 from mantle_stream.core.errors import (
     CONTROL_ESCAPES,
     EventError,
@@ -233,7 +233,7 @@ class _Progress(Protocol):
     def stopped_early(self) -> Sequence[str]: ...
 
 
-class _Session:
+class _RunOutputs:
     """One run's outputs: its sinks (JSONL, JUnit, plain lines), the live view, the report."""
 
     def __init__(
@@ -381,7 +381,7 @@ class _Interrupting:
     closing view says it was interrupted (a runner's outcome says so itself; a gate
     or a member stops the same way whoever asks)."""
 
-    def __init__(self, session: _Session, stop: Callable[[], None]) -> None:
+    def __init__(self, session: _RunOutputs, stop: Callable[[], None]) -> None:
         self.session = session
         self._stop = stop
 
@@ -409,7 +409,7 @@ async def _progress(bar: ReadProgress, runner: Runner) -> None:
         await anyio.sleep(0.1)
 
 
-async def _refresh(view: Live, session: _Session, runner: _Progress) -> None:
+async def _refresh(view: Live, session: _RunOutputs, runner: _Progress) -> None:
     """Redraw from a fresh snapshot at a steady rate (no flicker, no torn state)."""
     while True:
         await anyio.sleep(1 / 8)
@@ -417,13 +417,13 @@ async def _refresh(view: Live, session: _Session, runner: _Progress) -> None:
 
 
 def _outputs_outrank(
-    finish: Callable[Concatenate[_Session, _P], int],
-) -> Callable[Concatenate[_Session, _P], int]:
+    finish: Callable[Concatenate[_RunOutputs, _P], int],
+) -> Callable[Concatenate[_RunOutputs, _P], int]:
     """The exit status ``finish`` gives, or 2 when an output could not be written:
     a file CI reads is missing, which outranks every verdict."""
 
     @functools.wraps(finish)
-    def finished(session: _Session, /, *args: _P.args, **kwargs: _P.kwargs) -> int:
+    def finished(session: _RunOutputs, /, *args: _P.args, **kwargs: _P.kwargs) -> int:
         status = finish(session, *args, **kwargs)
         return EXIT_ERROR if session.sinks.failures else status
 
@@ -432,12 +432,12 @@ def _outputs_outrank(
 
 @_outputs_outrank
 def _finish(
-    session: _Session,
+    session: _RunOutputs,
     outcome: RunOutcome,
     runner: _Progress | None,
     *,
     fmt: str,
-    judged: Judged | None = None,
+    judged: Judgement | None = None,
     group: GroupReport | None = None,
     gate: GateReport | None = None,
 ) -> int:
@@ -649,7 +649,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         if saved is not None:
             evaluator.restore(saved)
             print(f"mantle-stream: resuming from {args.state}", file=sys.stderr)
-    session = _Session(args, evaluator, live=args.command == "watch", source=source)
+    session = _RunOutputs(args, evaluator, live=args.command == "watch", source=source)
     session.recorded = recorded
     if session.junit is not None:  # runs it writes as they leave memory keep their numbers
         session.junit.recorded = recorded
@@ -708,7 +708,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
             state_lock.close()  # (the lock goes with it)
 
 
-def _kafka(args: argparse.Namespace, session: _Session) -> int:
+def _kafka(args: argparse.Namespace, session: _RunOutputs) -> int:
     """One member of the consumer group: until stopped (watch) or the end of its
     partitions (check); verdicts and stops also published to their topics."""
     from mantle_stream.kafka.member import Member
@@ -863,7 +863,7 @@ def _demo(args: argparse.Namespace) -> int:
     recorded = demo_recordings()
     runs = demo_runs(recorded)
     evaluator = Evaluator(scenarios, source="demo")
-    session = _Session(args, evaluator, live=True, source="demo")
+    session = _RunOutputs(args, evaluator, live=True, source="demo")
     # A user takes a moment to write; the agent's lines come a little apart.
     agent = StandInAgent(recorded, pace=0.1 / args.speed)
     front: list[Gate] = []
@@ -932,7 +932,7 @@ def _demo_socket(args: argparse.Namespace) -> int:
     )
 
     evaluator = Evaluator(demo_scenarios(), source="demo", assignments=demo_assignments())
-    session = _Session(args, evaluator, live=True, source="demo simulator")
+    session = _RunOutputs(args, evaluator, live=True, source="demo simulator")
     stats = DemoStats()
 
     async def go() -> tuple[RunOutcome, Runner]:
@@ -1002,7 +1002,7 @@ def _gate(args: argparse.Namespace) -> int:
     recorded = _results_so_far(args.results)
 
     main = Evaluator(scenarios, source="gate", regex_timeout=args.regex_timeout)
-    session = _Session(args, main, live=args.format != "json", source="gate")
+    session = _RunOutputs(args, main, live=args.format != "json", source="gate")
     session.recorded = recorded
     if session.junit is not None:
         session.junit.recorded = recorded

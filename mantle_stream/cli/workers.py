@@ -3,7 +3,7 @@
 Every worker reads the whole source and judges the conversations a stable
 hash of their id gives it (:class:`~mantle_stream.core.engine.partition.Partition`:
 lines of the others are dropped before they are decoded; a SQL store skips
-their rows). Each hands back what it judged (:class:`Judged`, with the
+their rows). Each hands back what it judged (:class:`Judgement`, with the
 verdict lines when ``--jsonl`` asked for them) through a pipe, and counts its
 progress in shared memory for the progress bar. The merge lists conversations
 in the order they first appear in the feed, as one process does, so the
@@ -34,7 +34,7 @@ import anyio
 import msgspec
 
 from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped, user_error
-from mantle_stream.core.engine.partition import Judged, Partition, merge
+from mantle_stream.core.engine.partition import Judgement, Partition, merge
 from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
@@ -43,24 +43,24 @@ from mantle_stream.outputs.jsonl import JsonlWriter
 from mantle_stream.outputs.progress import ReadProgress
 from mantle_stream.runner import Runner, RunOutcome
 
-__all__ = ["AUTO_MIN_BYTES", "Merged", "cores", "run_workers"]
+__all__ = ["AUTO_MIN_BYTES", "WorkersOutcome", "cores", "run_workers"]
 
 #: Below this many bytes of files, one process is as quick (starting more costs).
 AUTO_MIN_BYTES = 4 << 20
 
 
-class Merged(msgspec.Struct, frozen=True):
+class WorkersOutcome(msgspec.Struct, frozen=True):
     """The workers' outcomes as one run's; ``lines``: the JSONL verdict lines, grouped
     by conversation in the report's order (empty without ``--jsonl``)."""
 
     outcome: RunOutcome
-    judged: Judged
+    judged: Judgement
     lines: bytes
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
     outcome: RunOutcome
-    judged: Judged
+    judged: Judgement
     lines: dict[str, bytes]  # per conversation, its JSONL lines in the order decided
 
 
@@ -94,7 +94,7 @@ def run_workers(
     progress_total: int | bool | None,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
-) -> Merged | None:
+) -> WorkersOutcome | None:
     """Judge ``args.events`` in ``count`` processes; None when a bad event ended the
     run (the caller judges it again in one process, to end where one process ends).
 
@@ -171,7 +171,7 @@ def _merge(
     processes: list[multiprocessing.process.BaseProcess],
     *,
     interrupted: bool,
-) -> Merged | None:
+) -> WorkersOutcome | None:
     done: list[_Done] = []
     for index in sorted(received):
         message = received[index]
@@ -198,7 +198,7 @@ def _merge(
         lines.update(part.lines)
     # Grouped by conversation, in the report's order: bytes the workers encoded.
     grouped = b"".join(lines.get(r.conversation_id, b"") for r in judged.results)
-    return Merged(outcome, judged, grouped)
+    return WorkersOutcome(outcome, judged, grouped)
 
 
 def _context() -> Any:

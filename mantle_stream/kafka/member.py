@@ -49,7 +49,7 @@ from typing import Any
 import msgspec
 
 from mantle_stream.core.engine.checkpoints import ConversationState
-from mantle_stream.core.engine.conversation import Naming
+from mantle_stream.core.engine.conversation import ScenarioStatus
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import conversation_of
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, UsageError
@@ -439,9 +439,9 @@ class Member:
                 )
             if cid not in owner:
                 naming = evaluator.naming(cid)
-                if naming == Naming.WAITING:  # buffered: read again until it is named
+                if naming == ScenarioStatus.WAITING:  # buffered: read again until it is named
                     self._hold_from.setdefault(cid, (partition, message.offset()))
-                elif naming != Naming.JUDGED:
+                elif naming != ScenarioStatus.JUDGED:
                     continue  # never judged here: nothing to save
                 owner[cid] = partition
             last[cid] = message.offset()
@@ -553,7 +553,7 @@ class Member:
             return
         holding = set(evaluator.holding())
         for cid in list(self._hold_from):
-            if cid not in holding and evaluator.naming(cid) != Naming.WAITING:
+            if cid not in holding and evaluator.naming(cid) != ScenarioStatus.WAITING:
                 del self._hold_from[cid]
         offsets: dict[int, int] = {}
         for partition in partitions:
@@ -566,7 +566,7 @@ class Member:
                 continue
             committed = offsets.get(partition, 0)
             if evaluator.is_open(cid):
-                if evaluator.naming(cid) != Naming.JUDGED:
+                if evaluator.naming(cid) != ScenarioStatus.JUDGED:
                     continue  # waiting for its scenario: read again, not saved
                 state = evaluator.conversation_state(cid)
                 if committed == self._next.get(partition):
@@ -575,7 +575,10 @@ class Member:
                 if self._written.get(cid) != state.events:
                     self._produce(state_topic, cid, _encode(state), partition=partition)
                     self._written[cid] = state.events
-            elif self._last.get(cid, -1) >= committed and evaluator.naming(cid) == Naming.JUDGED:
+            elif (
+                self._last.get(cid, -1) >= committed
+                and evaluator.naming(cid) == ScenarioStatus.JUDGED
+            ):
                 if cid not in self._ended:  # read again: its final state skips it all
                     state = evaluator.conversation_state(cid)
                     self._produce(state_topic, cid, _encode(state), partition=partition)

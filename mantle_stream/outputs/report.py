@@ -16,7 +16,7 @@ from mantle_stream.core.engine.evaluator import (
     Evaluator,
     UnmatchedConversation,
 )
-from mantle_stream.core.engine.partition import Judged
+from mantle_stream.core.engine.partition import Judgement
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
 from mantle_stream.core.scenario.model import Check, Scenario
@@ -470,7 +470,7 @@ def _tools_summary(
 
 
 def build_report(
-    evaluator: Evaluator | Judged,
+    evaluator: Evaluator | Judgement,
     recorded: Mapping[str, RecordedRun] | None = None,
     refused: Mapping[str, int] | None = None,
     *,
@@ -484,7 +484,7 @@ def build_report(
     conversation, where our verdicts differ from those ``evaluate_agent``
     recorded for the run. ``refused``: the clients a listener turned away, by
     reason (``Feed.rejected``); ``unread``: the conversations the source could
-    not read, with why (``Feed.unread``). From :class:`Judged` (the merged outcome of
+    not read, with why (``Feed.unread``). From :class:`Judgement` (the merged outcome of
     ``check --workers``) instead of an evaluator, give the ``scenarios`` too.
     ``tool_calls`` (``--tool-calls``): a failed ``gate: true`` entry of
     ``expected_tools`` fails its conversation, as in Rasa with tool-call

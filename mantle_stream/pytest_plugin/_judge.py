@@ -98,7 +98,7 @@ def run_names(results: Iterable[ConversationResult], recorded: dict[str, Recorde
 _SEQUENCE = re.compile(rb'"sequence"\s*:\s*(\d+)')
 
 
-class Remembering:
+class RecentLinesFeed:
     """A feed that keeps the chunks it handed out last (about :data:`KEEP_BYTES`),
     to find the line of an event by its conversation and sequence.
 
@@ -152,7 +152,7 @@ class Remembering:
     def unread(self) -> dict[str, str]:
         return self.feed.unread
 
-    async def __aenter__(self) -> Remembering:
+    async def __aenter__(self) -> RecentLinesFeed:
         return self  # the feed it wraps is entered (and left) by its opener
 
     async def __aexit__(
@@ -163,7 +163,7 @@ class Remembering:
     ) -> bool | None:
         return None
 
-    def __aiter__(self) -> Remembering:
+    def __aiter__(self) -> RecentLinesFeed:
         self._iterator = self.feed.__aiter__()
         return self
 
@@ -287,7 +287,7 @@ def judge(
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with opened as feed:
-            remembering = Remembering(feed, by_line=stop_early)
+            remembering = RecentLinesFeed(feed, by_line=stop_early)
 
             def on_decisions(decisions: list[Decision]) -> None:
                 for d in decisions:

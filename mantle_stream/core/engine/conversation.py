@@ -1,7 +1,7 @@
 """One conversation's state in the engine, and the limits that bound it.
 
 A :class:`Conversation` is everything the evaluator keeps per conversation:
-its scenario (see :class:`Naming`), its machines and verdicts, its turn, and
+its scenario (see :class:`ScenarioStatus`), its machines and verdicts, its turn, and
 the ordering state (last applied ``sequence``, held events, given-up gaps,
 recent ids of rows without a sequence). Every field is bounded by the
 scenario or by a constant here, never by the conversation's length.
@@ -10,6 +10,7 @@ scenario or by a constant here, never by the conversation's length.
 from __future__ import annotations
 
 from collections import deque
+from enum import StrEnum
 from typing import Any
 
 import msgspec
@@ -41,7 +42,7 @@ __all__ = [
     "Conversation",
     "Irregular",
     "LineFinder",
-    "Naming",
+    "ScenarioStatus",
     "UnmatchedConversation",
     "result_of",
 ]
@@ -65,7 +66,7 @@ MAX_TURN_STARTS = 1000
 RECENT_GAPS = 16
 
 
-class Naming:
+class ScenarioStatus(StrEnum):
     """Which scenario judges a conversation, as far as the engine knows so far."""
 
     JUDGED = "judged"  # it has its plan
@@ -209,8 +210,8 @@ class Conversation:
         # at its end is skipped. A Kafka member's judges on (False).
         self.stop_skips = True
         self.owner: object = None  # the connection whose conversation it is (see push_chunk)
-        self.naming = Naming.JUDGED if plan else Naming.WAITING
-        self.requested: str | None = None  # the scenario it named (Naming.NOT_LOADED)
+        self.naming = ScenarioStatus.JUDGED if plan else ScenarioStatus.WAITING
+        self.requested: str | None = None  # the scenario it named (ScenarioStatus.NOT_LOADED)
         # (event, payload) held until the scenario is named
         self.buffer: list[tuple[Event, Payload]] | None = None
         self.buffered = 0  # bytes in it (as JSON)

@@ -31,12 +31,12 @@ from mantle_stream.core.engine.conversation import (
     Conversation,
     Irregular,
     LineFinder,
-    Naming,
+    ScenarioStatus,
     UnmatchedConversation,
     result_of,
 )
 from mantle_stream.core.engine.ordering import Ordering
-from mantle_stream.core.engine.partition import Judged, Partition
+from mantle_stream.core.engine.partition import Judgement, Partition
 from mantle_stream.core.engine.scenarios import ScenarioChoice
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream.core.events.decode import MAX_LINE_BYTES, EventDecoder
@@ -684,7 +684,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         they are judged on what comes.
         """
         conv = self._convs.get(conversation_id)
-        if conv is not None and conv.naming == Naming.CANDIDATES and not conv.finished:
+        if conv is not None and conv.naming == ScenarioStatus.CANDIDATES and not conv.finished:
             for name in conv.candidates or ():
                 self._apart_of(name).stop(conversation_id, settled_by, skip_pending=skip_pending)
             return
@@ -738,7 +738,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         plan = conv.plan
         if plan is None:
             conv.buffer = None  # never to be judged: nothing to keep
-            if conv.naming == Naming.CANDIDATES:
+            if conv.naming == ScenarioStatus.CANDIDATES:
                 conv.buffered = -1  # named later, it takes over its candidate's state
                 for name in conv.candidates or ():
                     apart = self._apart_of(name)
@@ -911,7 +911,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         return apart
 
     def naming(self, conversation_id: str) -> str | None:
-        """How far the conversation's scenario is known (a :class:`Naming` value); None
+        """How far the conversation's scenario is known (a :class:`ScenarioStatus` value); None
         for a conversation not seen (or let go of)."""
         conv = self._convs.get(conversation_id)
         return None if conv is None else conv.naming
@@ -943,10 +943,10 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         """A snapshot of every judged conversation, in order of first event."""
         return [result_of(c) for c in self._convs.values() if c.plan is not None]
 
-    def judged(self) -> Judged:
+    def judged(self) -> Judgement:
         """What was judged, as data (what :func:`~mantle_stream.build_report` reads):
         a worker of ``check --workers`` hands it to the process that merges them."""
-        return Judged(
+        return Judgement(
             results=self.results(),
             unmatched=self.unmatched(),
             statistics=self.statistics(),

@@ -1,4 +1,4 @@
-"""Which scenario judges a conversation (see :class:`~.conversation.Naming`).
+"""Which scenario judges a conversation (see :class:`~.conversation.ScenarioStatus`).
 
 The one ``assignments`` names for its id (an ``evaluate_agent`` results
 folder); else, with one scenario loaded, that one (unless the metadata of
@@ -27,7 +27,7 @@ from mantle_stream.core.engine.conversation import (
     MAX_UNNAMED_BUFFER,
     MAX_UNNAMED_BYTES,
     Conversation,
-    Naming,
+    ScenarioStatus,
     UnmatchedConversation,
     result_of,
 )
@@ -52,7 +52,7 @@ _json_encode = msgspec.json.Encoder().encode
 
 
 class ScenarioChoice:
-    """Naming each conversation's scenario: a mixin of :class:`~.evaluator.Evaluator`."""
+    """ScenarioStatus each conversation's scenario: a mixin of :class:`~.evaluator.Evaluator`."""
 
     _assignments: dict[str, str]
     _by_name: dict[str, Plan]
@@ -99,7 +99,10 @@ class ScenarioChoice:
             plan = self._by_name.get(requested)
         conv = Conversation(cid, plan)
         if requested is not None and plan is None:
-            conv.naming, conv.requested = Naming.NOT_LOADED, requested  # its results file names it
+            conv.naming, conv.requested = (
+                ScenarioStatus.NOT_LOADED,
+                requested,
+            )  # its results file names it
         self._convs[cid] = conv
         self._open_convs[cid] = conv
         if conv.plan is not None:
@@ -116,14 +119,14 @@ class ScenarioChoice:
         metadata), the held events are applied first, in arrival order, and
         the plan is returned so the naming event is applied next.
         """
-        unnamed = conv.naming == Naming.WAITING or conv.naming == Naming.CANDIDATES
+        unnamed = conv.naming == ScenarioStatus.WAITING or conv.naming == ScenarioStatus.CANDIDATES
         name = metadata_field(event.metadata, "scenario") if unnamed else None
         plan = self._by_name.get(name) if isinstance(name, str) else None
         if (
             plan is None
             and name is None
             and conv.candidates is None
-            and conv.naming == Naming.WAITING
+            and conv.naming == ScenarioStatus.WAITING
             and type(payload) is User
             and starts_turn(payload.text)
         ):
@@ -133,9 +136,9 @@ class ScenarioChoice:
         if isinstance(name, str):
             self._not_loaded(conv, name)  # never judged
         conv.events += 1
-        if conv.naming == Naming.WAITING or conv.naming == Naming.CANDIDATES:
+        if conv.naming == ScenarioStatus.WAITING or conv.naming == ScenarioStatus.CANDIDATES:
             self._keep_unnamed(conv, event, payload)
-        if conv.naming == Naming.CANDIDATES:
+        if conv.naming == ScenarioStatus.CANDIDATES:
             for name in conv.candidates or ():
                 self._apart_of(name)._run([event], [], known=payload)
         if type(payload) is SessionEnded:
@@ -152,10 +155,10 @@ class ScenarioChoice:
         if len(held) < MAX_UNNAMED_BUFFER and conv.buffered + size <= MAX_UNNAMED_BYTES:
             held.append((event, payload))
             conv.buffered += size
-        elif conv.naming == Naming.CANDIDATES:
+        elif conv.naming == ScenarioStatus.CANDIDATES:
             conv.buffer, conv.buffered = None, -1  # its candidates' evaluators go on
         else:
-            conv.naming = Naming.GAVE_UP  # reported as naming no scenario
+            conv.naming = ScenarioStatus.GAVE_UP  # reported as naming no scenario
             conv.buffer = None
             self._unnamed_given_up += 1
 
@@ -173,7 +176,7 @@ class ScenarioChoice:
         if len(names) == 1:
             return self._by_name[names[0]]
         if names:
-            conv.naming = Naming.CANDIDATES
+            conv.naming = ScenarioStatus.CANDIDATES
             for name in names:
                 apart = self._apart_of(name)
                 for earlier, its_payload in conv.buffer or ():
@@ -183,7 +186,7 @@ class ScenarioChoice:
     def _not_loaded(self, conv: Conversation, name: str) -> None:
         """It named a scenario that is not loaded: never judged."""
         self._let_candidates_go(conv)
-        conv.naming, conv.requested, conv.buffer = Naming.NOT_LOADED, name, None
+        conv.naming, conv.requested, conv.buffer = ScenarioStatus.NOT_LOADED, name, None
 
     def _let_candidates_go(self, conv: Conversation) -> None:
         for name in conv.candidates or ():
@@ -204,12 +207,12 @@ class ScenarioChoice:
         if conv.buffered < 0:
             if plan.scenario.name not in (conv.candidates or ()):
                 self._let_candidates_go(conv)
-                conv.naming = Naming.GAVE_UP  # its early events are gone
+                conv.naming = ScenarioStatus.GAVE_UP  # its early events are gone
                 self._unnamed_given_up += 1
                 return False
             taken = self._apart_of(plan.scenario.name)._convs.get(conv.cid)
         self._let_candidates_go(conv)
-        conv.plan, conv.naming = plan, Naming.JUDGED
+        conv.plan, conv.naming = plan, ScenarioStatus.JUDGED
         self._judged += 1
         if taken is not None:
             self._take_over(conv, taken, out)
@@ -256,9 +259,9 @@ class ScenarioChoice:
             self._assignments[conversation_id] = scenario
             return []
         out: list[Decision] = []
-        if conv.naming == Naming.CANDIDATES:
+        if conv.naming == ScenarioStatus.CANDIDATES:
             pass  # even after its end: its candidates' evaluators judged it to the end
-        elif conv.naming != Naming.WAITING or conv.finished:
+        elif conv.naming != ScenarioStatus.WAITING or conv.finished:
             return out
         plan = self._by_name.get(scenario)
         if plan is None:
@@ -284,7 +287,7 @@ class ScenarioChoice:
         """A conversation judged apart under several candidates that has failed under
         every one: its result under the first, with that result's first failure."""
         conv = self._convs.get(conversation_id)
-        if conv is None or conv.naming != Naming.CANDIDATES or not conv.candidates:
+        if conv is None or conv.naming != ScenarioStatus.CANDIDATES or not conv.candidates:
             return None
         for name in conv.candidates:
             judged = self._apart_of(name)._convs.get(conversation_id)
@@ -301,7 +304,7 @@ class ScenarioChoice:
         return [] if conv is None else self._verdicts_of(conv)
 
     def _verdicts_of(self, conv: Conversation) -> list[CandidateVerdict]:
-        if conv.naming != Naming.CANDIDATES:
+        if conv.naming != ScenarioStatus.CANDIDATES:
             return []
         return [
             CandidateVerdict(name, result_of(judged).verdict)
@@ -315,7 +318,7 @@ class ScenarioChoice:
         return [self._unmatched_of(c) for c in self._convs.values() if c.plan is None]
 
     def _unmatched_of(self, conv: Conversation) -> UnmatchedConversation:
-        not_loaded = conv.naming == Naming.NOT_LOADED
+        not_loaded = conv.naming == ScenarioStatus.NOT_LOADED
         return UnmatchedConversation(
             conv.cid,
             conv.requested if not_loaded else None,

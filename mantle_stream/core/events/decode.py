@@ -26,7 +26,7 @@ from mantle_stream.core.events.model import (
     single_payload,
 )
 
-__all__ = ["MAX_LINE_BYTES", "MAX_UNKNOWN_KINDS", "EventDecoder"]
+__all__ = ["MAX_LINE_BYTES", "MAX_UNKNOWN_KINDS", "EventDecoder", "decode_events"]
 
 #: Longest line accepted; a longer one is a bad event (memory stays bounded).
 MAX_LINE_BYTES = 1 << 20
@@ -34,6 +34,18 @@ MAX_LINE_BYTES = 1 << 20
 MAX_UNKNOWN_KINDS = 100
 
 _keys_of = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+def decode_events(data: bytes | str, *, source: str = "<events>") -> list[Event]:
+    """Every event of JSON lines in any shape Mantle writes (ProtoJSON with or without
+    its envelope, flat tracker rows), in order: the library's one call to read events.
+
+    A newer engine's kinds and older CALM rows are left out; a line that is not an
+    event raises :class:`~mantle_stream.core.errors.EventError` naming ``source`` and
+    the line. (A tracker document, ``{"sender_id", "events": [...]}``, is read by
+    the feeds: :func:`mantle_stream.open_feed`.)
+    """
+    return EventDecoder(source).decode_chunk(data.encode() if isinstance(data, str) else data)
 
 
 class EventDecoder:
