@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -27,6 +28,7 @@ from mantle_stream.core.errors import FeedError
 from mantle_stream.feeds import SqlOptions, open_feed
 from mantle_stream.feeds.sql import parse_since, redact
 
+from _harness import run_cli
 from _stores import (
     RESULTS,
     ROOT,
@@ -411,3 +413,61 @@ def test_a_wal_database_on_a_read_only_mount_is_read_as_immutable(
         "here (a read-only file system?): read as immutable"
     )
     assert proc.stderr.startswith(warning) and proc.stderr.count(warning) == 1, proc.stderr
+
+
+def _hold_lock(db: Path, seconds: float, locked: threading.Event, then: list[str]) -> None:
+    """A writer with a rollback journal holding the database's exclusive lock for
+    ``seconds`` (a long commit), then writing ``then`` before letting go."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    locked.set()
+    time.sleep(seconds)
+    insert(conn, then)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_follow_waits_for_a_writers_lock_and_reports_the_wait(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines[:10])
+    locked = threading.Event()
+    # Longer than SQLite's own default wait (5 s), after which it said "database is locked".
+    writer = threading.Thread(target=_hold_lock, args=(db, 6.0, locked, lines[10:]))
+    writer.start()
+    assert locked.wait(5)
+    try:
+        result = run_cli(
+            "check", str(SCENARIOS), "--events", f"follow:sqlite:///{db}",
+            "--results", str(RESULTS), "--linger", "1", "--format", "json",
+        )  # fmt: skip
+    finally:
+        writer.join()
+    assert result.returncode == 1, result.stderr  # (the example feed has failures)
+    assert "is locked by another connection (a writer): waiting" in result.stderr
+    data = json.loads(result.stdout)
+    assert data["summary"]["conversations"] == 13
+    (said,) = data["warnings"]["source"]
+    match = re.fullmatch(
+        rf"`follow:sqlite:///{re.escape(str(db))}` was locked by another connection "
+        r"\(a writer\): waited once, (\d+\.\d) s at most",
+        said,
+    )
+    assert match is not None, said
+    assert float(match.group(1)) >= 1  # (less than 6: the process took a while to start)
+
+
+def test_a_replay_waits_for_a_lock_up_to_its_bound(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines[:10])
+    locked = threading.Event()
+    writer = threading.Thread(target=_hold_lock, args=(db, 1.5, locked, lines[10:]))
+    writer.start()
+    assert locked.wait(5)
+    try:
+        with pytest.raises(FeedError, match=r"stayed locked by another connection for \d"):
+            anyio.run(collect, f"sqlite:///{db}", SqlOptions(lock_timeout=0.5))
+        # Within the bound: the wait ends with the writer's commit, and every row is read.
+        got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(lock_timeout=30))
+    finally:
+        writer.join()
+    assert [line.decode() for line in got] == lines

@@ -290,6 +290,7 @@ class _Session:
         self.recorded: dict[str, RecordedRun] = {}  # --results: the runs evaluate_agent saved
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
         self.unread: dict[str, str] = {}  # conversations the source could not read, why
+        self.notices: list[str] = []  # what the source said about how it was read
 
     def runner(self, **options: Any) -> Runner:
         """A runner over the evaluator that tells every sink what it decides and stops.
@@ -432,6 +433,7 @@ def _finish(
         session.refused,
         scenarios=session.evaluator.scenarios,
         unread=session.unread,
+        source=session.notices,
         tool_calls=getattr(session.args, "tool_calls", False),
     )
     if group is not None:
@@ -665,6 +667,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                 return await session.run(runner, feed), runner
             finally:
                 session.refused, session.unread = feed.rejected, feed.unread
+                session.notices = feed.notices
 
     workers = _workers(args, session.progress_total)
     try:
@@ -675,6 +678,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                 args, source, workers, session.progress_total or None, scenarios, recorded
             )
             if merged is not None:  # (None: a bad event ended it: judged again, in one)
+                session.notices = merged.notices
                 jsonl = session.jsonl
                 if jsonl is not None and jsonl in session.sinks.sinks:  # (a check's only
                     # sink of decisions)

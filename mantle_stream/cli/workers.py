@@ -56,12 +56,14 @@ class Merged(msgspec.Struct, frozen=True):
     outcome: RunOutcome
     judged: Judged
     lines: bytes
+    notices: list[str] = []  # what the workers' sources said about how they were read
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
     outcome: RunOutcome
     judged: Judged
     lines: dict[str, bytes]  # per conversation, its JSONL lines in the order decided
+    notices: list[str] = []  # Feed.notices
 
 
 class _Failed(msgspec.Struct, frozen=True, tag="failed"):
@@ -198,7 +200,9 @@ def _merge(
         lines.update(part.lines)
     # Grouped by conversation, in the report's order: bytes the workers encoded.
     grouped = b"".join(lines.get(r.conversation_id, b"") for r in judged.results)
-    return Merged(outcome, judged, grouped)
+    # Every worker reads the whole source: a notice each said is said once.
+    notices = list(dict.fromkeys(n for part in done for n in part.notices))
+    return Merged(outcome, judged, grouped, notices)
 
 
 def _context() -> Any:
@@ -272,6 +276,8 @@ def _judge(
                 return
             await anyio.sleep(0.05)
 
+    notices: list[str] = []
+
     async def go() -> RunOutcome:
         runner = Runner(
             evaluator,
@@ -290,7 +296,10 @@ def _judge(
 
                 tg.start_soon(forward)
                 tg.start_soon(watch, runner)
-                outcome = await runner.run(feed)
+                try:
+                    outcome = await runner.run(feed)
+                finally:
+                    notices[:] = feed.notices
                 tg.cancel_scope.cancel()
         return outcome
 
@@ -301,4 +310,4 @@ def _judge(
     first_seen += [partition.ordinal(u.conversation_id) for u in judged.unmatched]
     judged = msgspec.structs.replace(judged, first_seen=first_seen)
     encoded = {cid: JsonlWriter.lines(kept) for cid, kept in lines.items()}
-    return _Done(outcome, judged, encoded)
+    return _Done(outcome, judged, encoded, notices)

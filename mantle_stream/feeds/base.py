@@ -319,6 +319,9 @@ class QueuedFeed:
         self._error: FeedError | None = None
         self._rejected: dict[str, int] = {}
         self._unread: dict[str, str] = {}
+        # What the user should know about how the source was read, by topic (a
+        # later line on the same topic replaces the earlier: one line each).
+        self._notices: dict[str, str] = {}
         # The passwords and tokens this source was given: never in a message it
         # raises, nor in a reason it gives (whatever a library or server quoted).
         self._secrets: tuple[str, ...] = ()
@@ -361,6 +364,12 @@ class QueuedFeed:
         a Rasa server that kept failing, or answered another conversation's
         tracker. Always empty for sources not asked for conversations by id."""
         return {cid: scrub(why, self._secrets) for cid, why in self._unread.items()}
+
+    @property
+    def notices(self) -> list[str]:
+        """What the user should know about how the source was read, one line each
+        (a lock waited for, a database replaced, rows it could not read)."""
+        return [scrub(line, self._secrets) for line in self._notices.values()]
 
     def _scrubbed(self, error: FeedError) -> FeedError:
         text = str(error)

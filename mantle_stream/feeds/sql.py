@@ -35,7 +35,7 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -65,6 +65,7 @@ TABLE = "events"
 _NEEDED = ("id", "sender_id", "data")
 _CUT_KEEP = 200
 _INSTALL = 'pip install "mantle_stream[postgres]"'
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +87,12 @@ class SqlOptions:
     #: read but not decoded.
     partition: Partition | None = None
     #: Told what the user should know about how the database is read (a WAL
-    #: database on a read-only file system, read as immutable).
+    #: database on a read-only file system, read as immutable; a writer's lock
+    #: waited for).
     on_notice: Callable[[str], object] | None = None
+    #: How long a replay waits for a writer's lock before it gives up (a followed
+    #: database waits as long as it takes: a follow never ends on a lock).
+    lock_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -96,6 +101,8 @@ class SqlOptions:
             raise ValueError(f"poll_interval must be positive, not {self.poll_interval!r}")
         if self.since is not None and not math.isfinite(self.since):
             raise ValueError(f"since must be a finite time, not {self.since!r}")
+        if not self.lock_timeout >= 0:
+            raise ValueError(f"lock_timeout must be at least 0, not {self.lock_timeout!r}")
 
 
 def parse_since(text: str) -> float:
@@ -138,6 +145,24 @@ class _Database(Protocol):
     def close(self) -> None: ...
 
 
+#: How long one SQLite call waits for a lock (its busy handler) before the feed
+#: looks again: short, so that a wait can be given up on or interrupted.
+_BUSY_SECONDS = 0.25
+#: SQLite's primary result codes for a lock held by another connection.
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def _locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite saying another connection holds the lock (a writer
+    mid-commit with a rollback journal): worth waiting for, not a broken source."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and code is not None
+        and ((code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED))
+    )
+
+
 class _Sqlite:
     placeholder = "?"
     # As bytes: what the decoder reads (text would be decoded, then encoded again).
@@ -147,17 +172,17 @@ class _Sqlite:
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
         #: Said to the user when the database could only be opened as immutable.
         self.notice: str | None = None
-        # Used from anyio's worker threads, one call at a time.
-        self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        self._conn = _connect_sqlite(uri)
         try:
             self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        except sqlite3.OperationalError:
-            if not _in_wal_mode(path):
+        except sqlite3.OperationalError as exc:
+            if _locked(exc) or not _in_wal_mode(path):
+                self._conn.close()
                 raise
             # `mode=ro` must create the -shm file beside a WAL database, which a
             # read-only file system refuses. Immutable, it is read as it is.
             self._conn.close()
-            self._conn = sqlite3.connect(uri + "&immutable=1", uri=True, check_same_thread=False)
+            self._conn = _connect_sqlite(uri + "&immutable=1")
             self.notice = (
                 f"`{path}` is a WAL database that cannot be opened read-only here (a "
                 "read-only file system?): read as immutable, so rows written to it "
@@ -172,6 +197,11 @@ class _Sqlite:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _connect_sqlite(uri: str) -> sqlite3.Connection:
+    # Used from anyio's worker threads, one call at a time.
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=_BUSY_SECONDS)
 
 
 def _in_wal_mode(path: str) -> bool:
@@ -305,9 +335,59 @@ class SqlFeed(QueuedFeed):
         self._secrets = tuple(secrets_in(url))
         self._rows = 0  # rows read so far, in id order
         self._by_place = False  # numbered by place: the table's ids are not integers
+        self._lock_waits = 0  # waits for another connection's lock, and the longest
+        self._longest_wait = 0.0
 
     async def _open(self) -> None:
-        self._db = await anyio.to_thread.run_sync(self._connect)
+        self._db = await self._patiently(self._connect)
+
+    async def _patiently(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)`` in a worker thread, again while another connection holds the
+        database's lock (a writer mid-commit): a followed database waits as long as it
+        takes, a replay ``lock_timeout`` seconds at most; the wait is said once when it
+        starts, and how long it lasted kept for the report (:attr:`notices`)."""
+        began: float | None = None
+        while True:
+            try:
+                result = await anyio.to_thread.run_sync(call, *args)
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc):
+                    raise
+                now = anyio.current_time()
+                if began is None:
+                    began = now - _BUSY_SECONDS
+                    if not self._lock_waits:  # (said once; the report counts them all)
+                        self._say(
+                            f"`{self.name}` is locked by another connection (a writer): waiting"
+                        )
+                waited = now - began
+                if not self.live and waited >= self._options.lock_timeout:
+                    raise FeedError(
+                        f"cannot read events from `{self.name}`: it stayed locked by another "
+                        f"connection for {waited:.1f} s (more than {self._options.lock_timeout:g} "
+                        "s); follow: waits as long as it takes"
+                    ) from None
+                await anyio.sleep(min(self._options.poll_interval, _BUSY_SECONDS))
+                continue
+            if began is not None:
+                self._waited(anyio.current_time() - began)
+            return result
+
+    def _waited(self, seconds: float) -> None:
+        """One wait for a lock is over: counted, with the longest, in the notices."""
+        self._lock_waits += 1
+        self._longest_wait = max(self._longest_wait, seconds)
+        times = "once" if self._lock_waits == 1 else f"{self._lock_waits} times"
+        self._notices["locked"] = (
+            f"`{self.name}` was locked by another connection (a writer): waited {times}, "
+            f"{self._longest_wait:.1f} s at most"
+        )
+
+    def _say(self, message: str) -> None:
+        """Tell the user now (standard error), once, not by every worker."""
+        partition, say = self._options.partition, self._options.on_notice
+        if say is not None and (partition is None or partition.index == 0):
+            say(message)
 
     def _connect(self) -> _Database:
         url, shown = self._url, redact(self._url)
@@ -326,11 +406,11 @@ class SqlFeed(QueuedFeed):
             try:
                 sqlite = db = _Sqlite(path)
             except sqlite3.Error as exc:
+                if _locked(exc):
+                    raise  # waited for (_patiently)
                 raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
-            partition, say = self._options.partition, self._options.on_notice
-            # (Said once, not by every worker.)
-            if sqlite.notice and say and (partition is None or partition.index == 0):
-                say(sqlite.notice)
+            if sqlite.notice:
+                self._say(sqlite.notice)
         else:
             try:
                 import psycopg
@@ -348,6 +428,8 @@ class SqlFeed(QueuedFeed):
             columns = db.columns()
         except _database_errors() as exc:
             db.close()
+            if _locked(exc):
+                raise  # waited for (_patiently)
             raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
         self._check_columns(columns, shown, db)
         return db
@@ -413,9 +495,9 @@ class SqlFeed(QueuedFeed):
         last: Any = None  # no row read yet
         while True:
             if last is None:
-                rows = await anyio.to_thread.run_sync(db.fetch, start, [*params, size])
+                rows = await self._patiently(db.fetch, start, [*params, size])
             else:
-                rows = await anyio.to_thread.run_sync(db.fetch, query, [last, *params, size])
+                rows = await self._patiently(db.fetch, query, [last, *params, size])
             if rows:
                 self._touch()
                 last = rows[-1][0]

@@ -152,6 +152,10 @@ class Remembering:
     def unread(self) -> dict[str, str]:
         return self.feed.unread
 
+    @property
+    def notices(self) -> list[str]:
+        return self.feed.notices
+
     async def __aenter__(self) -> Remembering:
         return self  # the feed it wraps is entered (and left) by its opener
 
