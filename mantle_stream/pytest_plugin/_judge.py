@@ -62,9 +62,16 @@ class Judgement:
     summary: list[str] = field(default_factory=list)  # for the terminal summary
 
 
+#: Brackets as pytest does not read them: it takes everything from a node id's first
+#: ``[`` on as a parametrization, so an id holding one could not be selected again
+#: (on the command line, by ``--lf``).
+_BRACKETS = str.maketrans({"[": "\\x5b", "]": "\\x5d"})
+
+
 def node_name(text: str) -> str:
-    """``text`` as a part of a node id: one line, and no ``::`` (which separates parts)."""
-    return text.translate(CONTROL_ESCAPES).replace("::", ":_:") or "_"
+    """``text`` as a part of a node id: one line, no ``::`` (which separates parts)
+    and no brackets (which start a parametrization)."""
+    return text.translate(CONTROL_ESCAPES).translate(_BRACKETS).replace("::", ":_:") or "_"
 
 
 def run_names(results: Iterable[ConversationResult], recorded: dict[str, RecordedRun]) -> list[Run]:
