@@ -471,3 +471,56 @@ def test_a_replay_waits_for_a_lock_up_to_its_bound(tmp_path: Path) -> None:
     finally:
         writer.join()
     assert [line.decode() for line in got] == lines
+
+
+_PEAK = """\
+import atexit, sys
+from mantle_stream.cli import main
+
+def peak():
+    # VmHWM: this process's own high-water mark (ru_maxrss would carry the parent's
+    # size at fork across exec).
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    print("peak KiB", line.split()[1], file=sys.stderr)
+
+atexit.register(peak)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _peak_kib(tmp_path: Path, source: str) -> int:
+    scenario = tmp_path / "skill.yml"
+    scenario.write_text(
+        "scenario:\n  name: skill\n  simulation_context: Long answers.\n  goals:\n"
+        "    assertions:\n      - skill_activated:\n          skill_id: card_replace\n"
+    )
+    result = subprocess.run(
+        # (One process: workers would each hold their own batches, out of this one's sight.)
+        [sys.executable, "-c", _PEAK, "check", str(scenario), "--events", source, "--workers", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # (no skill was activated)
+    return int(result.stderr.rsplit("peak KiB ", 1)[1].split()[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
+def test_a_table_of_large_events_is_read_a_few_mebibytes_at_a_time(tmp_path: Path) -> None:
+    """150 events of 300 KB (43 MiB): rows are fetched in batches bounded by bytes,
+    so the table costs about what the same events in a file cost (it was read
+    5,000 rows at a time: the whole table, held four times over)."""
+    from mantle_stream.testing import bot, conversation
+
+    message = bot("x" * 300_000)
+    lines = [
+        line.decode()
+        for n in range(15)
+        for line in conversation(*[message] * 10, conversation_id=f"big-{n}")
+    ]
+    db = make_db(tmp_path / "large.db", lines)
+    events = tmp_path / "large.jsonl"
+    events.write_text("".join(lines))
+    del lines, message
+    from_table = _peak_kib(tmp_path, f"sqlite:///{db}")
+    from_file = _peak_kib(tmp_path, str(events))
+    assert from_table < from_file + 64 * 1024, (from_table, from_file)

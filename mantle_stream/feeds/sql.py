@@ -35,7 +35,7 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -66,6 +66,13 @@ _NEEDED = ("id", "sender_id", "data")
 _CUT_KEEP = 200
 _INSTALL = 'pip install "mantle_stream[postgres]"'
 _T = TypeVar("_T")
+#: The data a batch of rows holds at most (about; at least one row): the feed then
+#: holds a few times this, whatever the size of a row.
+BATCH_BYTES = 4 << 20
+#: Rows taken from a cursor at a time, while the bytes are counted.
+_FETCH_ROWS = 16
+#: Rows asked for by the first query, before their size is known.
+_FIRST_ROWS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +139,42 @@ def is_sql_spec(spec: str) -> bool:
     return spec.startswith(SQL_PREFIXES)
 
 
+class _Batch(NamedTuple):
+    """Rows of one query, in id order; ``cut``: fewer than asked for, because they
+    reached the byte bound (the table may go on)."""
+
+    rows: list[tuple[Any, ...]]
+    size: int  # bytes of their data column
+    cut: bool
+
+
+class _Cursor(Protocol):
+    def fetchmany(self, size: int) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
+def _take(cursor: _Cursor, max_bytes: int) -> _Batch:
+    """Rows from ``cursor``, a few at a time, until ``max_bytes`` of data are taken
+    (at least one row): a table of 300 KB events must not arrive 5,000 at once."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    try:
+        while size < max_bytes:
+            some = cursor.fetchmany(_FETCH_ROWS)
+            if not some:
+                return _Batch(rows, size, cut=False)
+            rows += some
+            size += sum(_data_size(row[2]) for row in some)
+        return _Batch(rows, size, cut=True)
+    finally:
+        cursor.close()
+
+
+def _data_size(data: Any) -> int:
+    return len(data) if isinstance(data, str | bytes | bytearray) else 64
+
+
 class _Database(Protocol):
     """One connection, used from one worker thread at a time."""
 
@@ -140,7 +183,7 @@ class _Database(Protocol):
 
     def columns(self) -> set[str]: ...
 
-    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch: ...
 
     def close(self) -> None: ...
 
@@ -192,8 +235,8 @@ class _Sqlite:
     def columns(self) -> set[str]:
         return {row[1] for row in self._conn.execute(f"PRAGMA table_info({TABLE})")}
 
-    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return self._conn.execute(query, tuple(params)).fetchall()
+    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch:
+        return _take(self._conn.execute(query, tuple(params)), max_bytes)
 
     def close(self) -> None:
         self._conn.close()
@@ -232,8 +275,10 @@ class _Postgres:
         ).fetchall()
         return {row[0] for row in rows}
 
-    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return self._conn.execute(query, tuple(params)).fetchall()
+    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch:
+        # (psycopg's cursor holds the whole answer already: the LIMIT, sized by the
+        # rows seen so far, is what bounds it.)
+        return _take(self._conn.execute(query, tuple(params)), max_bytes)
 
     def close(self) -> None:
         self._conn.close()
@@ -491,19 +536,27 @@ class SqlFeed(QueuedFeed):
         assert db is not None
         start, _ = self._query(first=True)
         query, params = self._query()
-        size = self._options.batch_size
+        most = self._options.batch_size
+        # Rows asked for: as many as BATCH_BYTES holds at the size of the rows of the
+        # last batch (a client-side cursor such as psycopg's holds all it was asked
+        # for), never more than batch_size.
+        size = min(most, _FIRST_ROWS)
         last: Any = None  # no row read yet
         while True:
             if last is None:
-                rows = await self._patiently(db.fetch, start, [*params, size])
+                batch = await self._patiently(db.fetch, start, [*params, size], BATCH_BYTES)
             else:
-                rows = await self._patiently(db.fetch, query, [last, *params, size])
+                batch = await self._patiently(db.fetch, query, [last, *params, size], BATCH_BYTES)
+            rows, got, ended = batch.rows, len(batch.rows), not batch.cut and len(batch.rows) < size
             if rows:
                 self._touch()
                 last = rows[-1][0]
+                size = max(1, min(most, BATCH_BYTES * got // max(1, batch.size)))
+                del batch
                 for chunk in self._chunks(rows):
                     await send.send(chunk)
-            if len(rows) < size:
+                del rows  # (not held while the next batch is read)
+            if ended:
                 if not self.live:
                     return
                 await anyio.sleep(self._options.poll_interval)
