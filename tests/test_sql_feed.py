@@ -524,3 +524,31 @@ def test_a_table_of_large_events_is_read_a_few_mebibytes_at_a_time(tmp_path: Pat
     from_table = _peak_kib(tmp_path, f"sqlite:///{db}")
     from_file = _peak_kib(tmp_path, str(events))
     assert from_table < from_file + 64 * 1024, (from_table, from_file)
+
+
+def test_a_followed_database_deleted_and_created_again_is_read_anew(tmp_path: Path) -> None:
+    lines = example_lines()
+    half = len(lines) // 2
+    db = make_db(tmp_path / "rasa.db", lines[:half])
+
+    async def follow() -> tuple[list[bytes], list[str]]:
+        got: list[bytes] = []
+        options = SqlOptions(poll_interval=0.02)
+        with anyio.fail_after(20):
+            async with open_feed(f"follow:sqlite:///{db}", sql=options) as feed:
+                async for chunk in feed:
+                    got += chunk.data.splitlines()
+                    if len(got) == half:
+                        # Deleted while followed, then created again with the other rows.
+                        db.unlink()
+                        make_db(tmp_path / "new.db", lines[half:]).rename(db)
+                    if len(got) >= len(lines):
+                        break
+                return got, feed.notices
+
+    got, notices = anyio.run(follow)
+    assert [line.decode() for line in got] == lines
+    assert notices == [
+        f"`follow:sqlite:///{db}` was deleted and created again (once): each new "
+        "database was read from its first row"
+    ]

@@ -242,6 +242,15 @@ class _Sqlite:
         self._conn.close()
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` names (device, inode), None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _connect_sqlite(uri: str) -> sqlite3.Connection:
     # Used from anyio's worker threads, one call at a time.
     return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=_BUSY_SECONDS)
@@ -381,6 +390,9 @@ class SqlFeed(QueuedFeed):
         self._rows = 0  # rows read so far, in id order
         self._by_place = False  # numbered by place: the table's ids are not integers
         self._lock_waits = 0  # waits for another connection's lock, and the longest
+        self._path: str | None = None  # a SQLite file's path, and which file it named
+        self._file: tuple[int, int] | None = None
+        self._replaced = 0  # times the SQLite file was deleted and created again
         self._longest_wait = 0.0
 
     async def _open(self) -> None:
@@ -444,7 +456,7 @@ class SqlFeed(QueuedFeed):
                     f"bad event source `{shown}`: expected `sqlite:///PATH` "
                     "(`sqlite:////PATH` for an absolute path)"
                 )
-            path = path[1:]
+            path = self._path = path[1:]
             if not os.path.isfile(path):
                 problem = "Is a directory" if os.path.isdir(path) else "No such file"
                 raise FeedError(f"cannot read events from `{shown}`: {problem}: `{path}`")
@@ -456,6 +468,7 @@ class SqlFeed(QueuedFeed):
                 raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
             if sqlite.notice:
                 self._say(sqlite.notice)
+            self._file = _identity(path)
         else:
             try:
                 import psycopg
@@ -559,6 +572,11 @@ class SqlFeed(QueuedFeed):
             if ended:
                 if not self.live:
                     return
+                if await self._replaced_file():
+                    db = self._db
+                    assert db is not None
+                    size, last = min(most, _FIRST_ROWS), None
+                    continue
                 await anyio.sleep(self._options.poll_interval)
 
     def _chunks(self, rows: list[tuple[Any, ...]]) -> list[Chunk]:
@@ -595,6 +613,39 @@ class SqlFeed(QueuedFeed):
             line_of = None if numbers[-1] - numbers[0] == n - 1 else numbers.__getitem__
             chunks.append(Chunk(piece, None, numbers[0], self._where, line_of=line_of))
         return chunks
+
+    async def _replaced_file(self) -> bool:
+        """Whether a followed SQLite file was deleted and created again (PATH names
+        another file), as ``follow:`` notices a rotated file: then the old one is
+        let go of (every row it had was read) and the new one opened, to be read
+        from its first row. A file deleted and not yet created again is read on."""
+        if self._path is None or self._file is None:
+            return False
+        now = await anyio.to_thread.run_sync(_identity, self._path)
+        if now is None or now == self._file:
+            return False
+        old, self._db = self._db, None
+        if old is not None:
+            await anyio.to_thread.run_sync(old.close)
+        self._say(
+            f"`{self.name}` was deleted and created again: reading the new database "
+            "from its first row"
+        )
+        while True:  # (a new file may not hold its table yet: a follow waits for it)
+            try:
+                self._db = await self._patiently(self._connect)
+                break
+            except FeedError:
+                await anyio.sleep(self._options.poll_interval)
+        self._replaced += 1
+        self._rows, self._by_place = 0, False
+        self._where = f"{redact(self._url)} (table {TABLE}, row id)"
+        times = "once" if self._replaced == 1 else f"{self._replaced} times"
+        self._notices["replaced"] = (
+            f"`{self.name}` was deleted and created again ({times}): each new database "
+            "was read from its first row"
+        )
+        return True
 
     async def _close(self) -> None:
         if self._db is not None:
