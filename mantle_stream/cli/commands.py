@@ -34,6 +34,7 @@ from mantle_stream.cli.sources import (
     evaluator_for,
     feed_for,
     say_skipped,
+    signals_noted,
     stop_on_signals,
     user_error,
 )
@@ -670,28 +671,50 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                 session.notices = feed.notices
 
     workers = _workers(args, session.progress_total)
-    try:
-        if is_kafka_spec(args.events[0]):
-            return _kafka(args, session)
-        if workers > 1:
-            merged = run_workers(
-                args, source, workers, session.progress_total or None, scenarios, recorded
+    noted: list[int] = []  # Ctrl-C or SIGTERM once judging was over (signals_noted)
+    with contextlib.ExitStack() as finishing:
+        try:
+            if is_kafka_spec(args.events[0]):
+                return _kafka(args, session)
+            if workers > 1:
+                # (While the workers run, run_workers tells them; after, noted.)
+                finishing.enter_context(signals_noted(noted))
+                merged = run_workers(
+                    args, source, workers, session.progress_total or None, scenarios, recorded
+                )
+                if merged is not None:  # (None: a bad event ended it: judged again, in one)
+                    session.notices = merged.notices
+                    jsonl = session.jsonl
+                    if jsonl is not None and jsonl in session.sinks.sinks:  # (a check's only
+                        # sink of decisions)
+                        session.sinks.attempt(jsonl, jsonl.write_lines, merged.lines)
+                    status = _finish(
+                        session, merged.outcome, None, fmt=args.format, judged=merged.judged
+                    )
+                    return _after_signals(status, noted)
+                finishing.close()  # judged again in one process: Ctrl-C stops it as usual
+            outcome, runner = anyio.run(go)
+            finishing.enter_context(signals_noted(noted))
+            status = _finish(
+                session, outcome, runner, fmt=args.format if args.command == "check" else "live"
             )
-            if merged is not None:  # (None: a bad event ended it: judged again, in one)
-                session.notices = merged.notices
-                jsonl = session.jsonl
-                if jsonl is not None and jsonl in session.sinks.sinks:  # (a check's only
-                    # sink of decisions)
-                    session.sinks.attempt(jsonl, jsonl.write_lines, merged.lines)
-                return _finish(session, merged.outcome, None, fmt=args.format, judged=merged.judged)
-        outcome, runner = anyio.run(go)
-        return _finish(
-            session, outcome, runner, fmt=args.format if args.command == "check" else "live"
-        )
-    finally:
-        session.close()
-        if state_lock is not None:
-            state_lock.close()  # (the lock goes with it)
+            return _after_signals(status, noted)
+        finally:
+            session.close()
+            if state_lock is not None:
+                state_lock.close()  # (the lock goes with it)
+
+
+def _after_signals(status: int, noted: list[int]) -> int:
+    """The exit status once the outputs are written: 130 when Ctrl-C or SIGTERM came
+    while they were (unless something failed, which outranks it)."""
+    if not noted:
+        return status
+    print(
+        "mantle-stream: interrupted after judging; the outputs hold what was judged",
+        file=sys.stderr,
+    )
+    return status if status in (EXIT_FAILED, EXIT_ERROR) else EXIT_INTERRUPTED
 
 
 def _kafka(args: argparse.Namespace, session: _Session) -> int:

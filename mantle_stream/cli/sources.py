@@ -8,9 +8,11 @@ both judge with the same options and read the same source the same way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 import anyio
@@ -30,6 +32,7 @@ __all__ = [
     "feed_for",
     "keep_finished",
     "say_skipped",
+    "signals_noted",
     "stop_on_signals",
     "user_error",
 ]
@@ -127,6 +130,28 @@ def user_error(exc: BaseException) -> MantleStreamError | None:
 
 class _Stoppable(Protocol):
     def stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def signals_noted(noted: list[int]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM noted in ``noted``, not obeyed at once, while what was judged
+    is put together and written (the workers' results merged, the report built and
+    printed): the outputs are whole, never cut off by the signal; the caller then
+    says so and exits 130. (Outside the main thread, where signals cannot be
+    caught, nothing changes.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: object) -> None:
+        noted.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 async def stop_on_signals(runner: _Stoppable, *signals: signal.Signals) -> None:
