@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import pytest
 
 from mantle_stream.cli import main
 from mantle_stream.core.errors import FeedError
-from mantle_stream.feeds import SqlOptions, open_feed
+from mantle_stream.feeds import SqlOptions, open_feed, sql
 from mantle_stream.feeds.sql import parse_since, redact
 
 from _harness import run_cli
@@ -552,3 +553,92 @@ def test_a_followed_database_deleted_and_created_again_is_read_anew(tmp_path: Pa
         f"`follow:sqlite:///{db}` was deleted and created again (once): each new "
         "database was read from its first row"
     ]
+
+
+def _insert_with_ids(db: Path, rows: Sequence[tuple[int | None, str]]) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO events (id, sender_id, type_name, timestamp, data) VALUES (?, ?, ?, ?, ?)",
+            [(row_id, *tracker_row(line)) for row_id, line in rows],
+        )
+    conn.close()
+
+
+async def _follow_until(db: Path, wanted: int, write: Any) -> tuple[list[bytes], list[str]]:
+    """Follow ``db``, call ``write()`` once its rows are read, then read until
+    ``wanted`` lines came (or 8 s passed); the lines and the feed's notices."""
+    got: list[bytes] = []
+    options = SqlOptions(poll_interval=0.02)
+    async with open_feed(f"follow:sqlite:///{db}", sql=options) as feed:
+        with anyio.move_on_after(8):
+            async for chunk in feed:
+                first = not got
+                got += chunk.data.splitlines()
+                if first:
+                    write()
+                if len(got) >= wanted:
+                    break
+        await anyio.sleep(0.1)
+        return got, feed.notices
+
+
+def test_rows_written_later_with_lower_ids_are_read_late(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", [])
+    _insert_with_ids(db, [(1000 + n, line) for n, line in enumerate(lines[:20])])
+    # Ids below those read (a transaction that commits late; ids given by hand),
+    # the lowest an id can be among them, and one above.
+    later: list[tuple[int | None, str]] = [(5, lines[20]), (-(2**63), lines[21]), (2000, lines[22])]
+
+    got, notices = anyio.run(_follow_until, db, 23, lambda: _insert_with_ids(db, later))
+    assert sorted(got) == sorted(line.encode() for line in lines[:23])
+    assert notices == [
+        f"`follow:sqlite:///{db}`: 2 rows written after rows with higher ids were read, "
+        f"read late (ids {-(2**63)}, 5)"
+    ]
+
+
+def test_rows_below_the_ids_kept_and_rows_without_an_id_are_counted_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql, "LOOK_BACK_ROWS", 3)
+    lines = example_lines()
+    db = _table(
+        tmp_path / "rasa.db",
+        "CREATE TABLE events (id INTEGER, sender_id TEXT, type_name TEXT, "
+        "timestamp FLOAT, data TEXT)",
+    )
+    _insert_with_ids(db, [(100 + n, line) for n, line in enumerate(lines[:10])])
+    later = [(50, lines[10]), (None, lines[11]), (None, lines[12])]
+    got, notices = anyio.run(_follow_until, db, 13, lambda: _insert_with_ids(db, later))
+    assert got == [line.encode() for line in lines[:10]]
+    names = sorted({json.loads(line)["conversation_id"] for line in lines[11:13]})
+    assert notices == [
+        f"`follow:sqlite:///{db}`: 1 row written with ids below the last 3 read "
+        "(below id 107) was not read",
+        f"`follow:sqlite:///{db}`: 2 rows with no id (NULL) were not read: no "
+        f"place in id order (conversations {', '.join(f'`{n}`' for n in names)})",
+    ]
+
+
+def test_a_replay_reports_rows_without_an_id(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = _table(
+        tmp_path / "rasa.db",
+        "CREATE TABLE events (id INTEGER, sender_id TEXT, type_name TEXT, "
+        "timestamp FLOAT, data TEXT)",
+    )
+    rows: list[tuple[int | None, str]] = [(n, line) for n, line in enumerate(lines)]
+    rows[7] = (None, lines[7])
+    _insert_with_ids(db, rows)
+    result = run_cli(
+        "check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--results", str(RESULTS),
+        "--format", "json",
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    cid = json.loads(lines[7])["conversation_id"]
+    assert report["warnings"]["source"] == [
+        f"`sqlite:///{db}`: 1 row with no id (NULL) was not read: no place in "
+        f"id order (conversations `{cid}`)"
+    ]
+    assert "1 row with no id (NULL) was not read" in result.stderr

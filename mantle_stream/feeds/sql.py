@@ -34,7 +34,8 @@ import math
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import anyio
@@ -73,6 +74,15 @@ BATCH_BYTES = 4 << 20
 _FETCH_ROWS = 16
 #: Rows asked for by the first query, before their size is known.
 _FIRST_ROWS = 100
+#: The ids of the last rows read that are kept, to read a row written below them later.
+LOOK_BACK_ROWS = 10_000
+#: Seconds between two looks back among the last ids read of a followed table.
+_LOOK_EVERY = 2.0
+#: Seconds between two counts of a followed table's rows, at the least (a hundred
+#: times what the last took, when that is longer).
+_LOOK_WHOLE_EVERY = 60.0
+#: Conversations or ids named in a message.
+_NAMED = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,13 +175,13 @@ def _take(cursor: _Cursor, max_bytes: int) -> _Batch:
             if not some:
                 return _Batch(rows, size, cut=False)
             rows += some
-            size += sum(_data_size(row[2]) for row in some)
+            size += sum(_data_size(row[-1]) for row in some)
         return _Batch(rows, size, cut=True)
     finally:
         cursor.close()
 
 
-def _data_size(data: Any) -> int:
+def _data_size(data: Any) -> int:  # (of a row's last column: data, or an id alone)
     return len(data) if isinstance(data, str | bytes | bytearray) else 64
 
 
@@ -240,6 +250,21 @@ class _Sqlite:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _rows(n: int) -> str:
+    return "1 row" if n == 1 else f"{n:,} rows"
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
+def _ids(ids: Iterable[Any]) -> str:
+    """Row ids for a message: the first few, and how many more."""
+    shown = list(ids)
+    head = ", ".join(str(i) for i in shown[:_NAMED])
+    return head + (f" and {len(shown) - _NAMED} more" if len(shown) > _NAMED else "")
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -393,6 +418,7 @@ class SqlFeed(QueuedFeed):
         self._path: str | None = None  # a SQLite file's path, and which file it named
         self._file: tuple[int, int] | None = None
         self._replaced = 0  # times the SQLite file was deleted and created again
+        self._forget_ids()
         self._longest_wait = 0.0
 
     async def _open(self) -> None:
@@ -519,7 +545,19 @@ class SqlFeed(QueuedFeed):
         database orders (integers, text, UUIDs) are read in their order."""
         assert self._db is not None
         mark = self._db.placeholder
-        where = ["id IS NOT NULL" if first else f"id > {mark}"]
+        where, params = self._filters()
+        where.insert(0, "id IS NOT NULL" if first else f"id > {mark}")
+        query = (
+            f"SELECT id, sender_id, {self._db.data} FROM {TABLE} WHERE {' AND '.join(where)} "
+            f"ORDER BY id LIMIT {mark}"
+        )
+        return query, params
+
+    def _filters(self) -> tuple[list[str], list[Any]]:
+        """The conditions on rows other than their id (``conversations``, ``since``)."""
+        assert self._db is not None
+        mark = self._db.placeholder
+        where: list[str] = []
         params: list[Any] = []
         if self._options.conversations:
             marks = ", ".join([mark] * len(self._options.conversations))
@@ -528,11 +566,7 @@ class SqlFeed(QueuedFeed):
         if self._options.since is not None:
             where.append(f'"timestamp" >= {mark}')
             params.append(self._options.since)
-        query = (
-            f"SELECT id, sender_id, {self._db.data} FROM {TABLE} WHERE {' AND '.join(where)} "
-            f"ORDER BY id LIMIT {mark}"
-        )
-        return query, params
+        return where, params
 
     async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
         with send:
@@ -569,6 +603,8 @@ class SqlFeed(QueuedFeed):
                 for chunk in self._chunks(rows):
                     await send.send(chunk)
                 del rows  # (not held while the next batch is read)
+            if ended and last is not None and await self._looked_back(db, last, send):
+                continue  # (what a look back found may not be all: look again at once)
             if ended:
                 if not self.live:
                     return
@@ -587,6 +623,7 @@ class SqlFeed(QueuedFeed):
         limit = self._max_line_bytes
         for row_id, sender_id, data in rows:
             self._rows += 1
+            self._remember(row_id)
             if self._by_place or not isinstance(row_id, int) or isinstance(row_id, bool):
                 # A text or UUID id is no line number: rows are numbered by their
                 # place in id order from the first that is not an integer on.
@@ -614,6 +651,129 @@ class SqlFeed(QueuedFeed):
             chunks.append(Chunk(piece, None, numbers[0], self._where, line_of=line_of))
         return chunks
 
+    def _forget_ids(self) -> None:
+        """What the look back (:meth:`_looked_back`) knows of a database: none read yet."""
+        self._recent: deque[Any] = deque()  # the ids of the last rows read, and as a set
+        self._recent_set: set[Any] = set()
+        self._missed = 0  # rows found below the ids read, too far back to read
+        self._late = 0  # rows found below the ids read, and read
+        self._null = 0  # rows with no id (NULL): never read
+        self._next_look = self._next_whole = 0.0
+
+    def _remember(self, row_id: Any) -> None:
+        self._recent.append(row_id)
+        self._recent_set.add(row_id)
+        if len(self._recent) > LOOK_BACK_ROWS:
+            self._recent_set.discard(self._recent.popleft())
+
+    async def _looked_back(
+        self, db: _Database, last: Any, send: MemoryObjectSendStream[Item]
+    ) -> bool:
+        """Rows the reading in id order passed by: written after rows with higher ids
+        were read (PostgreSQL transactions that commit out of order, ids given by
+        hand), and rows with no id (NULL). Looked for once the table is read to its
+        end (a replay's end, a follow's poll, at most every few seconds and less
+        often when counting takes long): rows are counted at or below the last id
+        read; more than were read means some were passed by. Those among the last
+        :data:`LOOK_BACK_ROWS` ids read are read now (True: handed on); older
+        ones, and rows with no id, are counted and named in :attr:`notices`.
+        (A row deleted meanwhile hides one written: counts cannot tell them apart.)"""
+        began = anyio.current_time()
+        if self.live and began < self._next_look:
+            return False
+        # Among the last ids read (cheap: a range of the id index) every look; the whole
+        # table, and rows with no id, rarely (a count can read the whole table).
+        whole = not self.live or began >= self._next_whole
+        mark = db.placeholder
+        where, params = self._filters()
+        found: list[tuple[Any, ...]] = []
+        floor = self._recent[0] if self._recent else last
+        everything = len(self._recent_set) >= self._rows  # every id read is at hand
+        if everything:
+            near_where, near_params = [f"id <= {mark}", *where], [last, *params]
+        else:
+            near_where = [f"id >= {mark}", f"id <= {mark}", *where]
+            near_params = [floor, last, *params]
+        near = await self._count_rows(db, near_where, near_params)
+        try:
+            seen = (
+                len(self._recent_set)
+                if everything
+                else sum(1 for i in self._recent_set if i >= floor)
+            )
+        except TypeError:  # ids of several types in one column: not compared here
+            seen = near
+        passed_by = near - seen
+        if passed_by > 0:
+            ids = await self._patiently(
+                db.fetch,
+                f"SELECT id FROM {TABLE} WHERE {' AND '.join(near_where)}",
+                near_params,
+                BATCH_BYTES,
+            )
+            new = [row[0] for row in ids.rows if row[0] not in self._recent_set]
+            for start in range(0, len(new), _FETCH_ROWS):  # (a few rows: bounded bytes)
+                some = new[start : start + _FETCH_ROWS]
+                query = (
+                    f"SELECT id, sender_id, {db.data} FROM {TABLE} WHERE id IN "
+                    f"({', '.join([mark] * len(some))}) ORDER BY id"
+                )
+                found += (await self._patiently(db.fetch, query, some, 1 << 62)).rows
+        if found:
+            self._late += len(found)
+            self._notice(
+                "late",
+                f"`{self.name}`: {_rows(self._late)} written after rows with higher ids "
+                f"were read, read late (ids {_ids(r[0] for r in found)})",
+            )
+            for chunk in self._chunks(found):
+                await send.send(chunk)
+        if not whole:
+            self._next_look = anyio.current_time() + _LOOK_EVERY
+            return bool(found)
+        total = await self._count_rows(db, [f"id <= {mark}", *where], [last, *params])
+        missed = total - self._rows - self._missed
+        if missed > 0:
+            self._missed += missed
+            self._notice(
+                "missed",
+                f"`{self.name}`: {_rows(self._missed)} written with ids below the last "
+                f"{LOOK_BACK_ROWS:,} read (below id {floor}) {_were(self._missed)} not read",
+            )
+        null = await self._count_rows(db, ["id IS NULL", *where], params)
+        if null > self._null:
+            self._null = null
+            names = await self._patiently(
+                db.fetch,
+                f"SELECT DISTINCT sender_id FROM {TABLE} WHERE "
+                + " AND ".join(["id IS NULL", *where])
+                + f" ORDER BY sender_id LIMIT {_NAMED}",
+                params,
+                BATCH_BYTES,
+            )
+            named = ", ".join(f"`{row[0]}`" for row in names.rows)
+            more = " and others" if len(names.rows) == _NAMED else ""
+            self._notice(
+                "null",
+                f"`{self.name}`: {_rows(null)} with no id (NULL) {_were(null)} not read: "
+                f"no place in id order (conversations {named}{more})",
+            )
+        now = anyio.current_time()
+        self._next_look = now + _LOOK_EVERY
+        self._next_whole = now + max(_LOOK_WHOLE_EVERY, 100 * (now - began))
+        return bool(found)
+
+    async def _count_rows(self, db: _Database, where: list[str], params: list[Any]) -> int:
+        query = f"SELECT COUNT(*) FROM {TABLE} WHERE {' AND '.join(where)}"
+        batch = await self._patiently(db.fetch, query, params, BATCH_BYTES)
+        return int(batch.rows[0][0])
+
+    def _notice(self, topic: str, message: str) -> None:
+        """A line for the report (:attr:`notices`), said at once the first time."""
+        if topic not in self._notices:
+            self._say(message)
+        self._notices[topic] = message
+
     async def _replaced_file(self) -> bool:
         """Whether a followed SQLite file was deleted and created again (PATH names
         another file), as ``follow:`` notices a rotated file: then the old one is
@@ -639,6 +799,7 @@ class SqlFeed(QueuedFeed):
                 await anyio.sleep(self._options.poll_interval)
         self._replaced += 1
         self._rows, self._by_place = 0, False
+        self._forget_ids()
         self._where = f"{redact(self._url)} (table {TABLE}, row id)"
         times = "once" if self._replaced == 1 else f"{self._replaced} times"
         self._notices["replaced"] = (
