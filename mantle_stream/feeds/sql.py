@@ -7,9 +7,10 @@ as JSON text: ProtoJSON for a Mantle agent, or a flat ``{"event": ...}`` row
 (which may not name its conversation: it is given ``sender_id`` from the
 column, as a tracker document's rows are).
 
-The table is read in ``id`` order, ``batch_size`` rows at a time (keyset
-pagination, ``WHERE id > ? ORDER BY id LIMIT ?``: never the whole table at
-once), one JSON line per row; the first batch is asked for with no lower
+The table is read in ``id`` order, at most ``batch_size`` rows or about
+:data:`BATCH_BYTES` of data at a time (keyset pagination, ``WHERE id > ?
+ORDER BY id LIMIT ?``, the limit sized from the rows just read: never the
+whole table at once), one JSON line per row; the first batch is asked for with no lower
 bound, so ids of any type the database orders (integers, text, UUIDs) are
 read in that order. A chunk holds rows of consecutive ids, and its line
 numbers are the row ids, so a bad row's error reads ``... (table events,
@@ -19,6 +20,16 @@ their place in id order (``... (table events, row in id order):4``).
 ``timestamp`` is at or after a time. Without ``follow:`` the feed ends after
 the last row (a replay); with it, it asks for newer rows every
 ``poll_interval`` and never ends.
+
+What can go wrong under a reader, and what it does (:attr:`Feed.notices`
+tells the report): another connection holding the lock (a writer's commit
+with a rollback journal) is waited for, a follow as long as it takes, a
+replay ``lock_timeout`` at most (:meth:`SqlFeed._patiently`); a followed
+SQLite file deleted and created again is noticed as ``follow:`` notices a
+rotated file, and the new one read from its first row; rows the reading in
+id order passed by (written later with lower ids, or with a NULL id) are
+looked for once the table is read to its end, and read late or counted
+(:meth:`SqlFeed._looked_back`).
 
 SQLite is read with the standard library, opened read-only; PostgreSQL with
 psycopg 3, imported only when a ``postgresql://`` spec is used (the
