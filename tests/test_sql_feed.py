@@ -7,6 +7,7 @@ file they came from.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -416,33 +417,40 @@ def test_a_wal_database_on_a_read_only_mount_is_read_as_immutable(
     assert proc.stderr.startswith(warning) and proc.stderr.count(warning) == 1, proc.stderr
 
 
-def _hold_lock(db: Path, seconds: float, locked: threading.Event, then: list[str]) -> None:
+@contextlib.contextmanager
+def _locked_by_a_writer(db: Path, seconds: float, then: list[str]) -> Iterator[None]:
     """A writer with a rollback journal holding the database's exclusive lock for
-    ``seconds`` (a long commit), then writing ``then`` before letting go."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("BEGIN EXCLUSIVE")
-    locked.set()
-    time.sleep(seconds)
-    insert(conn, then)
-    conn.execute("COMMIT")
-    conn.close()
+    ``seconds`` (a long commit), then writing ``then`` before letting go; the body
+    runs while it holds the lock."""
+    locked = threading.Event()
+
+    def write() -> None:
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(seconds)
+        insert(conn, then)
+        conn.execute("COMMIT")
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert locked.wait(5)
+        yield
+    finally:
+        writer.join()
 
 
 def test_follow_waits_for_a_writers_lock_and_reports_the_wait(tmp_path: Path) -> None:
     lines = example_lines()
     db = make_db(tmp_path / "rasa.db", lines[:10])
-    locked = threading.Event()
     # Longer than SQLite's own default wait (5 s), after which it said "database is locked".
-    writer = threading.Thread(target=_hold_lock, args=(db, 6.0, locked, lines[10:]))
-    writer.start()
-    assert locked.wait(5)
-    try:
+    with _locked_by_a_writer(db, 6.0, lines[10:]):
         result = run_cli(
             "check", str(SCENARIOS), "--events", f"follow:sqlite:///{db}",
             "--results", str(RESULTS), "--linger", "1", "--format", "json",
         )  # fmt: skip
-    finally:
-        writer.join()
     assert result.returncode == 1, result.stderr  # (the example feed has failures)
     assert "is locked by another connection (a writer): waiting" in result.stderr
     data = json.loads(result.stdout)
@@ -460,17 +468,11 @@ def test_follow_waits_for_a_writers_lock_and_reports_the_wait(tmp_path: Path) ->
 def test_a_replay_waits_for_a_lock_up_to_its_bound(tmp_path: Path) -> None:
     lines = example_lines()
     db = make_db(tmp_path / "rasa.db", lines[:10])
-    locked = threading.Event()
-    writer = threading.Thread(target=_hold_lock, args=(db, 1.5, locked, lines[10:]))
-    writer.start()
-    assert locked.wait(5)
-    try:
+    with _locked_by_a_writer(db, 1.5, lines[10:]):
         with pytest.raises(FeedError, match=r"stayed locked by another connection for \d"):
             anyio.run(collect, f"sqlite:///{db}", SqlOptions(lock_timeout=0.5))
         # Within the bound: the wait ends with the writer's commit, and every row is read.
         got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(lock_timeout=30))
-    finally:
-        writer.join()
     assert [line.decode() for line in got] == lines
 
 

@@ -341,9 +341,9 @@ def test_a_live_source_refuses_more_than_one_worker(tmp_path: Path) -> None:
     )
 
 
-def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
-    # Each conversation's bot message costs a regex search cut off after
-    # --regex-timeout: slow enough to interrupt, whatever the machine.
+def _slow_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A scenario and 400 conversations slow enough to interrupt, whatever the machine:
+    each conversation's bot message costs a regex search cut off after --regex-timeout."""
     scenario = tmp_path / "slow.yml"
     scenario.write_text(
         "scenario:\n  name: slow\n  simulation_context: x\n  goals:\n    assertions:\n"
@@ -355,6 +355,11 @@ def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -
         for i in range(400):
             for seq, ev in enumerate([started(), bot(text), end()]):
                 fh.write(ev.line(f"c{i}", seq) + "\n")
+    return scenario, feed
+
+
+def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
+    scenario, feed = _slow_run(tmp_path)
     process = subprocess.Popen(
         [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
          "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
@@ -438,17 +443,7 @@ def test_signals_after_the_workers_finished_leave_the_report_whole(
     """Signals sent again and again from while the workers judge until the process
     ends: those after judging (while the results are merged and the report, JUnit
     and HTML written) are noted, so every output is whole and holds what was judged."""
-    scenario = tmp_path / "slow.yml"
-    scenario.write_text(
-        "scenario:\n  name: slow\n  simulation_context: x\n  goals:\n    assertions:\n"
-        "      - bot_uttered:\n          text_matches: '(a+)+$'\n"
-    )
-    feed = tmp_path / "events.jsonl"
-    text = "a" * 5000 + "!"
-    with feed.open("w") as fh:
-        for i in range(400):
-            for seq, ev in enumerate([started(), bot(text), end()]):
-                fh.write(ev.line(f"c{i}", seq) + "\n")
+    scenario, feed = _slow_run(tmp_path)
     junit, html = tmp_path / "junit.xml", tmp_path / "report.html"
     process = subprocess.Popen(
         [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),

@@ -12,7 +12,8 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from types import FrameType
 from typing import Protocol
 
 import anyio
@@ -31,6 +32,7 @@ __all__ = [
     "evaluator_for",
     "feed_for",
     "keep_finished",
+    "on_signals",
     "say_skipped",
     "signals_noted",
     "stop_on_signals",
@@ -143,15 +145,23 @@ def signals_noted(noted: list[int]) -> Iterator[None]:
         yield
         return
 
-    def note(signum: int, frame: object) -> None:
+    def note(signum: int, frame: FrameType | None) -> None:
         noted.append(signum)
 
-    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with on_signals(note):
+        yield
+
+
+@contextlib.contextmanager
+def on_signals(handler: Callable[[int, FrameType | None], object]) -> Iterator[None]:
+    """``handler`` for Ctrl-C (SIGINT) and SIGTERM while the block runs; then the
+    handlers that were there before (main thread only)."""
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
 
 
 async def stop_on_signals(runner: _Stoppable, *signals: signal.Signals) -> None:

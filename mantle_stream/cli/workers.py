@@ -33,7 +33,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped, user_error
+from mantle_stream.cli.sources import (
+    evaluator_for,
+    feed_for,
+    on_signals,
+    say_skipped,
+    user_error,
+)
 from mantle_stream.core.engine.partition import Judged, Partition, merge
 from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
@@ -134,13 +140,10 @@ def run_workers(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGTERM)
 
-    previous = {
-        sig: signal.signal(sig, lambda *_: tell_all()) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
     received: dict[int, _Message | None] = {}
     started = time.monotonic()
     try:
-        with ReadProgress(progress_total or None) as bar:
+        with on_signals(lambda *_: tell_all()), ReadProgress(progress_total or None) as bar:
             waiting = dict(enumerate(readers))
             while waiting:
                 for ready in multiprocessing.connection.wait(list(waiting.values()), 0.1):
@@ -158,8 +161,6 @@ def run_workers(
                     elapsed = time.monotonic() - started
                     bar.update(min(progress[::2]), events, events / elapsed if elapsed else 0.0)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         for process in processes:
             process.join(5)
             if process.is_alive():
