@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import select
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -112,9 +113,11 @@ class FileFeed(QueuedFeed):
                 files += event_files(path)
                 continue
             try:
-                # Kept open for _produce: a pipe opened, closed and opened again would
-                # lose the writer that came for the first open.
-                self._opened[path] = await open_interruptibly(path)
+                file = await open_interruptibly(path)
+                if stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                    file.close()  # (opened again when its turn comes: many files, few fds)
+                else:  # a pipe opened, closed and opened again would lose its writer
+                    self._opened[path] = file
             except OSError as exc:
                 raise FeedError(f"cannot read events from `{path}`: {reason(exc)}") from None
             files.append(path)
