@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator, Callable
@@ -757,3 +758,25 @@ def test_an_id_with_brackets_is_selected_and_rerun_by_last_failed(
     # The node id it printed selects that item alone.
     again = pytester.runpytest("-v", nodeid)
     again.assert_outcomes(failed=1)
+
+
+def test_what_a_sql_source_says_about_its_rows_is_in_the_summary(
+    pytester: pytest.Pytester,
+) -> None:
+    write_project(pytester.path, INI.replace("mantle_events = eval/events/all.jsonl", ""))
+    lines = (pytester.path / "eval" / "events" / "all.jsonl").read_text().splitlines()
+    make_db(pytester.path / "rasa.db", lines)
+    with sqlite3.connect(pytester.path / "rasa.db") as db:
+        db.execute("DROP TABLE events")
+        db.execute("CREATE TABLE events (id INTEGER, sender_id TEXT, data TEXT)")
+        db.executemany(
+            "INSERT INTO events VALUES (?, ?, ?)",
+            [(None if n == 0 else n, json.loads(line)["conversation_id"], line)
+             for n, line in enumerate(lines)],
+        )  # fmt: skip
+    db.close()
+    result = pytester.runpytest("--mantle-events", "sqlite:///rasa.db")
+    result.stdout.fnmatch_lines(
+        ["`sqlite:///*/rasa.db`: 1 row with no id (NULL) was not read: no place in id order "
+         "(conversations `sim-1`)"]
+    )  # fmt: skip

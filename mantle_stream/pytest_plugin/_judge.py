@@ -277,6 +277,7 @@ def judge(
     )
     deciding: dict[tuple[str, int], bytes] = {}
     missing: list[str] = []
+    notices: list[str] = []
 
     def on_missing(conversation_id: str, reason: str) -> None:
         missing.append(f"skipped conversation `{conversation_id}`: {reason}")
@@ -314,7 +315,10 @@ def judge(
                 on_stop=ignore if stop_early else None,
                 stop_unconnected=stop_early,
             )
-            return await runner.run(remembering)
+            try:
+                return await runner.run(remembering)
+            finally:
+                notices[:] = feed.notices  # (a writer's lock waited for, rows not read)
 
     outcome = anyio.run(go)
     if outcome.ending == "bad-event":
@@ -322,7 +326,7 @@ def judge(
             f"{outcome.error}\nmantle_stream: stopped at the bad event: a pytest run "
             "judges every event (`mantle-stream check --on-bad-event=skip` shows the rest)"
         )
-    report = build_report(evaluator, recorded, tool_calls=tool_calls)
+    report = build_report(evaluator, recorded, source=notices, tool_calls=tool_calls)
     if not report.conversations and not report.unmatched:
         raise MantleStreamError(f"the events of {shown} hold no conversation to judge")
     by_name: dict[str, list[ConversationResult]] = {s.name: [] for s in scenarios}
