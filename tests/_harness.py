@@ -3,7 +3,7 @@
 The behaviour tests describe a conversation as a list of :class:`Ev` (one
 tracker event each, built by the small factories below) and mark the event
 that must decide the assertion with :func:`D`. :func:`judge` turns the list
-into ProtoJSON wire lines (the README's "Event format": envelope + exactly one payload key,
+into ProtoJSON wire lines (docs/scenarios.md "Event format": envelope + exactly one payload key,
 ``value_json``/``arguments_json`` as JSON strings), pushes them one by one
 through the public API (``mantle_stream.Evaluator.push_line``), finishes the
 conversation and returns what the engine decided.

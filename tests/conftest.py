@@ -16,7 +16,7 @@ skips, and the closing lines of the run say which did not run and the one
 command that installs what they need: a pass that left them out is not silent.
 Those tests, and the tests that start a server (tansu, PostgreSQL) or a
 benchmark script, are marked ``integration``: ``-m "not integration"`` is the
-quick inner loop (README, "Development").
+quick inner loop (docs/getting-started.md, "Development").
 """
 
 from __future__ import annotations

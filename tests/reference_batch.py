@@ -1,7 +1,7 @@
 """Reference batch evaluator: the test oracle for the streaming engine.
 
 Written from the specification alone (Mantle's assertion reference,
-``docs/semantics.md``, the README's event format) and deliberately independent of
+``docs/semantics.md``, the event format of docs/scenarios.md) and deliberately independent of
 ``mantle_stream``. It looks at one *finished* conversation at a time and
 evaluates every assertion with plain loops over the whole event list: no
 state machines, no incremental tricks, clarity over speed.
@@ -13,7 +13,7 @@ Inputs
     of one-key dicts such as ``{"skill_activated": {"skill_id": "x"}}``.
 ``events``
     One conversation's events, in order, de-duplicated, in the *real* wire
-    shapes of the README's event format: each one either a ProtoJSON object as decoded
+    shapes of the event format of docs/scenarios.md: each one either a ProtoJSON object as decoded
     from a JSON line (envelope plus exactly one payload key, ``metadata`` a
     JSON string or null, ``value_json`` / ``arguments_json`` JSON texts), or
     a flat event ``{"event": kind, ...}`` as in a tracker document
@@ -78,7 +78,7 @@ READ_KINDS = frozenset(
         *BLOCK_KINDS,
     }
 )
-# ProtoJSON kinds no check reads (the README's event format): accepted and skipped.
+# ProtoJSON kinds no check reads (the event format of docs/scenarios.md): accepted and skipped.
 SKIPPED_KINDS = (
     "stack",
     "action",

@@ -16,7 +16,7 @@ sequencing with only its allowed steps).
 Conversations are first drawn as *abstract* events (``{"kind", **fields}``:
 memory values and tool arguments typed, ``utter_name``, ``buttons`` and the
 tool run's ``skill_id`` beside the rest), then rendered in the wire shapes of
-the README's event format: ProtoJSON rows (every unset optional field ``null``,
+the event format of docs/scenarios.md: ProtoJSON rows (every unset optional field ``null``,
 ``metadata`` a JSON string or null, keys in random order, sometimes no
 ``sequence`` or no ``event_id``) or flat rows one per line with
 ``sender_id``. :class:`Feed` delivers several conversations interleaved,

@@ -670,9 +670,7 @@ def test_a_fail_fast_table_marks_pending_verdicts_and_says_the_run_is_incomplete
     assert "incomplete:" in proc.stdout and "still pending" in proc.stdout
 
 
-def test_conversations_naming_another_scenario_than_the_one_loaded_are_warned_about(
-    tmp_path: Path,
-) -> None:
+def test_with_one_scenario_a_conversation_naming_another_is_not_judged(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     meta = json.dumps(json.dumps({"scenario": "transfer_mcp"}))
     feed.write_text(
@@ -680,10 +678,25 @@ def test_conversations_naming_another_scenario_than_the_one_loaded_are_warned_ab
         '"skill_activated":{"skill_id":"card_replace"}}\n'
     )
     proc = run("check", str(CARD), "--events", str(feed))
+    assert "not judged: `c` (1 event): its scenario `transfer_mcp` is not loaded" in proc.stdout
+
+
+def test_one_scenario_and_a_mixed_feed_say_what_judged_what() -> None:
+    """The example batch (five scenarios' runs) checked with one scenario: the results
+    folder names the others' runs, which are not judged; without it, every run is
+    judged against the one given, and the report says so."""
+    args = ("check", str(CARD), "--events", str(EXAMPLES / "events" / "all.jsonl"))
+    named = run(*args, "--results", str(EXAMPLES / "results" / "2026-12-01T09-00-00"))
+    assert named.returncode == 1
+    assert "3 conversations: 1 passed, 2 failed; 36 assertions" in named.stdout
+    assert named.stdout.count("not judged: `") == 10
+    assert "its scenario `fraud_report` is not loaded" in named.stdout
+    unnamed = run(*args)
+    assert "13 conversations: 1 passed, 12 failed" in unnamed.stdout
     assert (
-        "1 conversation name another scenario in their metadata (`transfer_mcp` 1) but "
-        "were judged against the one loaded"
-    ) in " ".join(proc.stdout.split())
+        "every conversation naming no other scenario was judged against `Customer "
+        "replaces a damaged card`, the one scenario given"
+    ) in " ".join(unnamed.stdout.split())
 
 
 @pytest.mark.parametrize("command", ["check", "watch", "validate", "demo"])

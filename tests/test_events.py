@@ -35,7 +35,7 @@ from mantle_stream.core.events.model import (
 from mantle_stream.feeds.lines import LineChunker
 
 #: One conversation's ten events as Mantle's event broker writes them (the
-#: example of its event contract; the README shows three of its lines).
+#: example of its event contract; docs/scenarios.md shows three of its lines).
 SPEC_EXAMPLE = (Path(__file__).parent / "data" / "protojson_example.jsonl").read_bytes()
 
 

@@ -3,7 +3,7 @@
 
 Sources: the issue (per-entry accuracy with turn and reason, recall and
 precision; a ``gate: true`` entry fails the run only with ``--tool-calls``,
-otherwise it is a metric), README ("JSON report": keys are added, never
+otherwise it is a metric), docs/outputs.md ("JSON report": keys are added, never
 renamed). The command line runs as a subprocess on real files.
 """
 

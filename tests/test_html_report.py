@@ -205,10 +205,13 @@ def test_stops_and_positions() -> None:
         VerdictRecord(2, "c", "failed", 7),
         VerdictRecord(3, "d", "skipped", None),
     ]
-    assert stopped_at(_conv("x", "failed", decided)) == 7  # the earliest failure
-    assert stopped_at(_conv("x", "failed", decided[:1] + decided[3:])) == 4  # the last decided
-    assert stopped_at(_conv("x", "failed", decided[:3])) is None  # not stopped
-    page = Page(render_html(_report([_conv("x", "failed", decided, turn_starts=[1, 5])])))
+    stopped = {"stopped_early": True}
+    assert stopped_at(_conv("x", "failed", decided, **stopped)) == 7  # the earliest failure
+    assert stopped_at(_conv("x", "failed", decided[:1], **stopped)) == 4  # the last decided
+    assert stopped_at(_conv("x", "failed", decided)) is None  # not stopped
+    page = Page(
+        render_html(_report([_conv("x", "failed", decided, turn_starts=[1, 5], **stopped)]))
+    )
     stops = [a for t, a in page.tags if t == "g" and a.get("class") == "stop"]
     assert len(stops) == 1
     assert "stopped early at sequence 7" in page.all_text

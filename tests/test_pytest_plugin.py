@@ -1,4 +1,4 @@
-"""The pytest plugin: recorded conversations as tests (README, "Use with pytest").
+"""The pytest plugin: recorded conversations as tests (docs/pytest.md).
 
 Most tests run a small project through ``pytester`` (pytest's own fixture
 for testing plugins): two scenario files, four recorded conversations (three

@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import functools
 import gc
-import glob
 import os
 import signal
 import sys
@@ -58,8 +57,9 @@ from mantle_stream.core.urls import scrub, secrets_in
 from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.feeds.files import event_files
-from mantle_stream.feeds.sql import is_sql_spec, redact
-from mantle_stream.kafka.options import is_kafka_spec, kafka_settings
+from mantle_stream.feeds.spec import expand_pattern, parse_source
+from mantle_stream.feeds.sql import redact
+from mantle_stream.kafka.options import kafka_settings
 from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.html import HtmlWriter
 from mantle_stream.outputs.jsonl import JsonlWriter
@@ -504,7 +504,7 @@ def _finish(
 
 def _feed_size(sources: list[str]) -> int | None:
     """The bytes a check will read, when its sources are files and directories."""
-    if any(s == "-" or "://" in s or s.startswith(("follow:", "unix:")) for s in sources):
+    if not all(parse_source(s).local for s in sources):
         return None
     try:
         files = [f for s in sources for f in (event_files(s) if os.path.isdir(s) else [s])]
@@ -518,14 +518,10 @@ def _expand(sources: list[str]) -> list[str]:
     it is; a source with a scheme, a URL's `?` or `[` included, is never a pattern)."""
     out = []
     for source in sources:
-        url = "://" in source or source.startswith(("follow:", "unix:"))
-        if not url and any(c in source for c in "*?[") and not os.path.exists(source):
-            matches = sorted(glob.glob(source))
-            if not matches:
-                raise UsageError(f"--events `{source}` matches no file")
-            out += matches
-        else:
-            out.append(source)
+        matches = expand_pattern(source)
+        if matches == []:
+            raise UsageError(f"--events `{source}` matches no file")
+        out += [source] if matches is None else matches
     return out
 
 
@@ -541,7 +537,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if not args.events:
         raise UsageError("where are the events? give --events SOURCE or --integrations PATH")
     args.events = _expand(args.events)
-    if any(is_kafka_spec(e) for e in args.events):
+    sources = [parse_source(e) for e in args.events]
+    if any(s.scheme == "kafka" for s in sources):
         if len(args.events) > 1:
             raise UsageError("a kafka:// source is read on its own, not with other sources")
         if args.state:
@@ -555,20 +552,17 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 f"{option} is not for kafka:// sources: a group member judges what its "
                 "partitions hold for as long as it runs"
             )
-    if args.since and not any(is_sql_spec(e.removeprefix("follow:")) for e in args.events):
+    if args.since and not any(s.sql for s in sources):
         raise UsageError("--since filters rows of a SQL store (sqlite:///, postgresql://) only")
-    many = ("http://", "https://")
-    if args.conversation and not any(
-        is_sql_spec(e.removeprefix("follow:")) or e.startswith(many) for e in args.events
-    ):
+    if args.conversation and not any(s.store for s in sources):
         raise UsageError(
             "--conversation picks conversations from a store that holds many "
             "(sqlite:///, postgresql://, a Rasa server's http(s)://), not from this source"
         )
-    rasa = [e for e in args.events if e.startswith(("http://", "https://"))]
+    rasa = [s for s in sources if s.scheme == "http"]
     if rasa and not (args.conversation or args.results):
         raise UsageError(
-            f"--events `{redact(rasa[0])}`: which conversations? give --conversation ID "
+            f"--events `{rasa[0].shown}`: which conversations? give --conversation ID "
             "(repeatable) or --results DIR"
         )
     if getattr(args, "listen_remote", False) and not args.token:
@@ -597,13 +591,18 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 )
 
 
+#: Sources that, followed, may get more runs later (a listener's clients leave instead).
+_FOLLOWED = ("follow", "sqlite", "postgresql")
+
+
 def _linger(args: argparse.Namespace) -> float | None:
     """``--linger``, else: never for a followed file or store (a live source that
     ends only when told: runs may be written to it later), 1 s for listeners (a
     simulator leaves when it is done)."""
     if args.linger != LINGER_UNSET:
         return float(args.linger) if args.linger is not None else None
-    return None if any(e.startswith("follow:") for e in args.events) else 1.0
+    followed = (parse_source(e) for e in args.events)
+    return None if any(s.live and s.scheme in _FOLLOWED for s in followed) else 1.0
 
 
 def _say_refused(client: str, reason: str) -> None:
@@ -651,14 +650,10 @@ def _check_or_watch(args: argparse.Namespace) -> int:
         feed_cm = feed_for(args, recorded)
         async with feed_cm as feed:
             feed.on_rejected = _say_refused
-            follow = args.events[0].removeprefix("follow:")
-            if (
-                args.events[0].startswith("follow:")
-                and not is_sql_spec(follow)
-                and not os.path.exists(follow)
-            ):
+            first = parse_source(args.events[0])
+            if first.scheme == "follow" and not os.path.exists(first.target):
                 print(
-                    f"mantle-stream: waiting for `{follow}` to be created",
+                    f"mantle-stream: waiting for `{first.target}` to be created",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -674,7 +669,7 @@ def _check_or_watch(args: argparse.Namespace) -> int:
     noted: list[int] = []  # Ctrl-C or SIGTERM once judging was over (signals_noted)
     with contextlib.ExitStack() as finishing:
         try:
-            if is_kafka_spec(args.events[0]):
+            if parse_source(args.events[0]).scheme == "kafka":
                 return _kafka(args, session)
             if workers > 1:
                 # (While the workers run, run_workers tells them; after, noted.)
@@ -814,7 +809,7 @@ def _workers(args: argparse.Namespace, size: int | bool | None) -> int:
         return int(args.workers)
     if why_not:
         return 1
-    sql = all(is_sql_spec(e) for e in args.events)
+    sql = all(parse_source(e).sql for e in args.events)
     if not sql and not (isinstance(size, int) and size >= AUTO_MIN_BYTES):
         return 1
     return cores()
@@ -828,16 +823,12 @@ def _one_process_only(args: argparse.Namespace) -> str | None:
         return "--state checkpoints one process's evaluator"
     if args.keep_finished is not None:
         return "--keep-finished keeps the conversations one process finished last"
-    if any(is_kafka_spec(e) for e in args.events):
-        return "a Kafka topic is shared by starting more members of its consumer group"
-    if any(e == "-" or e.startswith(("follow:", "tcp://", "unix:")) for e in args.events):
-        return "a live source or standard input can be read by one process only"
-    if any(e.startswith(("http://", "https://")) for e in args.events):
-        return "a Rasa server's trackers are fetched, 8 at a time, by one process"
-    for source in args.events:
+    for source in map(parse_source, args.events):
+        if source.one_reader is not None:
+            return source.one_reader
         # A pipe (<(...)) or a device: each worker would read a part of it.
-        if "://" not in source and os.path.exists(source) and not _regular(source):
-            return f"`{source}` is not a regular file: one process reads it"
+        if source.local and os.path.exists(source.target) and not _regular(source.target):
+            return f"`{source.spec}` is not a regular file: one process reads it"
     return None
 
 
@@ -996,22 +987,18 @@ def _gate(args: argparse.Namespace) -> int:
     scenarios = _load(args.scenarios)
     recorded = _results_so_far(args.results)
 
-    def evaluator(chosen: list[Scenario] | Scenario) -> Evaluator:
-        return Evaluator(chosen, source="gate", regex_timeout=args.regex_timeout)
-
-    main = evaluator(scenarios)
+    main = Evaluator(scenarios, source="gate", regex_timeout=args.regex_timeout)
     session = _Session(args, main, live=args.format != "json", source="gate")
     session.recorded = recorded
     if session.junit is not None:
         session.junit.recorded = recorded
     events = args.events or []
-    if any(e.startswith("kafka://") for e in events):
+    if any(parse_source(e).scheme == "kafka" for e in events):
         raise UsageError("gate --events: a kafka:// source is judged by `watch`, not the gate")
     judge = GateJudge(
         scenarios,
         stop=args.stop,
         evaluator=main,
-        make_evaluator=evaluator,
         on_decisions=session.sinks.on_decisions,
         on_stop=session.sinks.on_stop,
         on_problem=_say_unjudged,

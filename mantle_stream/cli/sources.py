@@ -23,7 +23,7 @@ from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.feeds import Feed, ListenOptions, open_feed
+from mantle_stream.feeds import Feed, ListenOptions, open_feed, parse_source
 from mantle_stream.feeds.http import HttpOptions
 from mantle_stream.feeds.sql import SqlOptions, parse_since
 
@@ -47,7 +47,7 @@ def keep_finished(args: argparse.Namespace) -> int | None:
     """``--keep-finished``, else: all for files, the most recent for live sources."""
     if args.keep_finished is not None:
         return int(args.keep_finished)
-    live = any(e.startswith(("follow:", "tcp://", "unix:", "kafka://")) for e in args.events)
+    live = any(parse_source(e).live for e in args.events)
     return LIVE_KEEP_FINISHED if live else None
 
 

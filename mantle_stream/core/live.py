@@ -34,10 +34,12 @@ StopWhen = Literal["settled", "failed"]
 class StopRule:
     """Which conversations to stop, each once, and the message that tells it.
 
-    ``skip_pending``: the conversation is stopped in the evaluator too
-    (:meth:`Evaluator.stop`), so what is still pending when it ends is
-    ``skipped``; a Kafka member, which judges on whatever its simulator does,
-    leaves it out.
+    Each conversation a message is returned for is recorded as stopped in the
+    evaluator (:meth:`Evaluator.stop`): stopped early, in every output. With
+    ``skip_pending`` what is still pending when it ends is ``skipped``; a
+    Kafka member, which judges on whatever its simulator does, leaves it
+    out. ``record=False``: the caller sends the stop later, or not at all
+    (the gate answers the run's next message), and records it then.
     """
 
     def __init__(
@@ -46,11 +48,13 @@ class StopRule:
         *,
         when: StopWhen = "settled",
         skip_pending: bool = True,
+        record: bool = True,
         remember: int | None = None,
     ) -> None:
         self.evaluator = evaluator
         self.when = when
         self.skip_pending = skip_pending
+        self.record = record
         self.notified: set[str] = set()  # open conversations told to stop
         # The conversations told, in order: the last ``remember`` of them.
         self.stopped: deque[str] = deque(maxlen=remember)
@@ -78,8 +82,8 @@ class StopRule:
             result = evaluator.result(cid)
             self.notified.add(cid)
             self.stopped.append(cid)
-            if self.skip_pending:
-                evaluator.stop(cid, decision)
+            if self.record:
+                evaluator.stop(cid, decision, skip_pending=self.skip_pending)
             # Settled now, so this batch holds the first failure, or (all passed)
             # the last decision.
             out.append((StopMessage.of(result, decision), decision))

@@ -21,7 +21,7 @@ A record is turned into another shape of the family with ``Shape.of(record)``
 fields itself, in the order its positional constructor and its JSON have
 (msgspec would put inherited fields first, and ``turn`` came before
 ``file`` and ``line``); tests/test_verdict_records.py keeps the shared fields
-alike. The JSON shapes are published contracts (README): add, never rename
+alike. The JSON shapes are published contracts (docs/outputs.md): add, never rename
 or reorder.
 """
 
@@ -37,6 +37,7 @@ import msgspec
 __all__ = [
     "MAX_OCCURRENCES",
     "AssertionResult",
+    "CandidateVerdict",
     "ConversationResult",
     "Decision",
     "DecisionRecord",
@@ -184,6 +185,14 @@ def settling(decisions: Iterable[Decision]) -> dict[str, Decision]:
     return seen
 
 
+class CandidateVerdict(msgspec.Struct, frozen=True):
+    """A conversation's verdict under one of its candidate scenarios (nothing named
+    which it plays, and several scenarios' setups match it): provisional."""
+
+    scenario: str
+    verdict: str
+
+
 class ToolEntryResult(msgspec.Struct, frozen=True):
     """One ``goals.expected_tools`` entry of one conversation, scored as Rasa scores it.
 
@@ -242,6 +251,10 @@ class ConversationResult(msgspec.Struct, frozen=True):
     turn_starts: tuple[int, ...] = ()
     # Its scenario's `goals.expected_tools`, scored (None when it has none).
     expected_tools: ToolCallScores | None = None
+    # Stopped early: a stop was sent for it (a stop message, the gate's `[]`, the
+    # Kafka stop topic), whatever was still pending then. The one meaning every
+    # output shows.
+    stopped: bool = False
 
 
 #: Occurrences of each warning an evaluator (or the merge of several) keeps for the

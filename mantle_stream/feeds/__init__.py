@@ -1,11 +1,12 @@
 """Where events come from: files, directories, standard input, followed files, sockets.
 
 :func:`open_feed` turns an ``--events`` spec into a
-:class:`~mantle_stream.feeds.interface.Feed`. Each source is one module and
-one row of :data:`SCHEMES` (a spec without a scheme is a path, or ``-``):
-adding a source is a module and a row. Options that only some sources read
-come in their own records (:class:`FollowOptions`, :class:`ListenOptions`,
-:class:`SqlOptions`).
+:class:`~mantle_stream.feeds.interface.Feed`. What kind of source a spec is
+is decided once, by :func:`~mantle_stream.feeds.spec.parse_source` (a row of
+its ``KINDS``); how to open each kind is a row of :data:`SCHEMES`, by the
+kind's name: adding a source is its module, a row in each, and its options
+record (:class:`FollowOptions`, :class:`ListenOptions`, :class:`SqlOptions`,
+:class:`HttpOptions`) if only it reads them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from mantle_stream.feeds.follow import FollowFeed, FollowOptions
 from mantle_stream.feeds.http import HttpFeed, HttpOptions
 from mantle_stream.feeds.interface import Chunk, Feed, Replies
 from mantle_stream.feeds.sockets import ListenOptions, open_socket_feed
-from mantle_stream.feeds.sql import SqlFeed, SqlOptions, is_sql_spec
+from mantle_stream.feeds.spec import Source, parse_source
+from mantle_stream.feeds.sql import SqlFeed, SqlOptions
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -33,8 +35,10 @@ __all__ = [
     "HttpOptions",
     "ListenOptions",
     "Replies",
+    "Source",
     "SqlOptions",
     "open_feed",
+    "parse_source",
 ]
 
 #: The longest line a feed hands on whole; a longer one becomes a bad event.
@@ -55,38 +59,49 @@ class Options(NamedTuple):
     http: HttpOptions = HttpOptions()
 
 
-def _follow(spec: str, options: Options) -> Feed:
-    path = spec.removeprefix("follow:")
-    if is_sql_spec(path):  # follow:sqlite:///... : a database polled for new rows
-        return _sql(spec, options)
-    if not path:
-        return Invalid(spec, f"bad event source `{spec}`: expected `follow:PATH`")
-    return FollowFeed(spec, path, options.follow, max_line_bytes=options.max_line_bytes)
+def _follow(source: Source, options: Options) -> Feed:
+    if not source.target:
+        return Invalid(source.spec, f"bad event source `{source.spec}`: expected `follow:PATH`")
+    return FollowFeed(
+        source.spec, source.target, options.follow, max_line_bytes=options.max_line_bytes
+    )
 
 
-def _listen(spec: str, options: Options) -> Feed:
-    return open_socket_feed(spec, options.listen, max_line_bytes=options.max_line_bytes)
+def _listen(source: Source, options: Options) -> Feed:
+    return open_socket_feed(source.spec, options.listen, max_line_bytes=options.max_line_bytes)
 
 
-def _sql(spec: str, options: Options) -> Feed:
-    url = spec.removeprefix("follow:")
-    return SqlFeed(spec, url, options.sql, live=url != spec, max_line_bytes=options.max_line_bytes)
+def _sql(source: Source, options: Options) -> Feed:
+    return SqlFeed(
+        source.spec,
+        source.target,
+        options.sql,
+        live=source.live,
+        max_line_bytes=options.max_line_bytes,
+    )
 
 
-def _http(spec: str, options: Options) -> Feed:
-    return HttpFeed(spec, options.http, max_line_bytes=options.max_line_bytes)
+def _http(source: Source, options: Options) -> Feed:
+    return HttpFeed(source.spec, options.http, max_line_bytes=options.max_line_bytes)
 
 
-#: Live sources by the prefix of their spec: how to open one.
-SCHEMES: dict[str, Callable[[str, Options], Feed]] = {
-    "follow:": _follow,
-    "tcp://": _listen,
-    "unix:": _listen,
-    "http://": _http,
-    "https://": _http,
-    "sqlite://": _sql,
-    "postgresql://": _sql,
-    "postgres://": _sql,
+def _kafka(source: Source, options: Options) -> Feed:
+    return Invalid(
+        source.shown,
+        f"`{source.shown}`: a Kafka topic is judged by a member of its consumer group "
+        "(`mantle-stream check` or `watch` with it as --events), not read as a feed",
+    )
+
+
+#: How to open each kind of source (feeds.spec.KINDS), by its name.
+SCHEMES: dict[str, Callable[[Source, Options], Feed]] = {
+    "follow": _follow,
+    "tcp": _listen,
+    "unix": _listen,
+    "http": _http,
+    "sqlite": _sql,
+    "postgresql": _sql,
+    "kafka": _kafka,
 }
 
 
@@ -110,7 +125,7 @@ def open_feed(
     sql = dataclasses.replace(sql or SqlOptions(), partition=partition)
     if not isinstance(spec, str) and len(spec) == 1:
         spec = spec[0]
-    if http is not None and isinstance(spec, str) and spec.startswith(("http://", "https://")):
+    if http is not None and isinstance(spec, str) and parse_source(spec).scheme == "http":
         # (Numbered in the order the trackers are handed on.)
         mine = tuple(c for c in http.conversations if partition.owns(c))
         http = dataclasses.replace(http, conversations=mine)
@@ -145,7 +160,7 @@ def _open(
     if not isinstance(spec, str):
         specs = list(spec)
         if len(specs) != 1:
-            odd = [s for s in specs if s == "-" or ":" in s.split("/", 1)[0] or not s]
+            odd = [s for s in specs if not parse_source(s).local or not s]
             if odd or not specs:
                 return Invalid(
                     ", ".join(redact(spec) for spec in specs),
@@ -159,18 +174,19 @@ def _open(
     why = malformed_url(spec.removeprefix("follow:")) if "://" in spec else None
     if why is not None:  # before any source takes it apart (urlsplit raises ValueError)
         return Invalid(redact(spec), f"bad event source `{redact(spec)}`: {why}")
-    for prefix, factory in SCHEMES.items():
-        if spec.startswith(prefix):
-            return factory(
-                spec,
-                Options(
-                    max_line_bytes,
-                    follow or FollowOptions(),
-                    listen or ListenOptions(),
-                    sql or SqlOptions(),
-                    http or HttpOptions(),
-                ),
-            )
+    source = parse_source(spec)
+    factory = SCHEMES.get(source.scheme)
+    if factory is not None:
+        return factory(
+            source,
+            Options(
+                max_line_bytes,
+                follow or FollowOptions(),
+                listen or ListenOptions(),
+                sql or SqlOptions(),
+                http or HttpOptions(),
+            ),
+        )
     if not spec:
         return Invalid(spec, f"bad event source: empty; expected {_FORMS}")
     if "://" in spec:

@@ -10,14 +10,13 @@ forwarding), so the rules are tested without a server.
 **Which scenario** (nothing on the wire names it): with one loaded, that
 one; else the one ``"scenario"`` in the message metadata or the results
 folder names; else the *candidates* of :func:`~mantle_stream.core.setup.candidates`,
-decided at the run's first real user message, when its setup is complete.
-A run with one candidate is judged against it by the main evaluator, whose
-decisions reach the outputs. A run with several is judged against each in
-a *candidate evaluator* of that scenario (decisions kept out of the outputs:
-they are provisional) until a results file names its scenario; then its
-events so far are applied to the main evaluator and the others forget it.
-A run that ends with several candidates is reported with each candidate's
-verdict, never as passed or failed.
+decided at the run's first real user message, when its setup is complete,
+and handed to the evaluator (:meth:`Evaluator.consider`), which judges a
+run of one candidate against it and a run of several against each apart
+(provisionally: those decisions reach no output) until a results file
+names its scenario (:meth:`Evaluator.assign`). A run that ends with several
+candidates is reported with each candidate's verdict, never as passed or
+failed.
 
 **Stopping**: a run judged against its scenario is stopped once an
 assertion failed (:class:`~mantle_stream.core.live.StopRule`), a run with
@@ -42,7 +41,7 @@ from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.setup import RunSetup, candidates
 from mantle_stream.core.verdicts import Decision, StopMessage
-from mantle_stream.outputs.report import AmbiguousRun, CandidateVerdict, GateReport, GateScenario
+from mantle_stream.outputs.report import AmbiguousRun, GateReport, GateScenario
 
 __all__ = ["GateJudge", "Run", "StopPolicy"]
 
@@ -57,11 +56,8 @@ class Run:
 
     __slots__ = (
         "applied",
-        "candidates",
         "cid",
         "ended",
-        "failures",
-        "lines",
         "named",
         "problem",
         "scenario",
@@ -77,11 +73,8 @@ class Run:
         self.setup = RunSetup()
         self.started = False  # a real user message was sent: the setup is complete
         self.named: str | None = None  # the scenario its metadata named
-        self.scenario: str | None = None  # judged against it by the main evaluator
-        self.candidates: list[str] = []  # several: judged against each, apart
-        self.lines: list[bytes] = []  # its events so far, as applied (flat, numbered)
+        self.scenario: str | None = None  # the one it is judged against
         self.applied = 0  # lines of its tracker applied
-        self.failures: dict[str, Decision] = {}  # candidate -> its first failure
         self.stop: tuple[StopMessage, Decision] | None = None  # to be stopped, with this
         self.stopped = False  # the gate answered a message of it with []
         self.turns_not_played = 0
@@ -98,7 +91,6 @@ class GateJudge:
         *,
         stop: StopPolicy = "failed",
         evaluator: Evaluator | None = None,
-        make_evaluator: Callable[[Scenario], Evaluator] | None = None,
         on_decisions: Callable[[list[Decision]], object] | None = None,
         on_stop: Callable[[StopMessage], object] | None = None,
         on_problem: Callable[[str, str], object] | None = None,
@@ -108,12 +100,10 @@ class GateJudge:
         self.scenarios = list(scenarios)
         self.policy = stop
         self.main = evaluator if evaluator is not None else Evaluator(self.scenarios)
-        self._make = make_evaluator or (lambda s: Evaluator(s))
-        self._apart: dict[str, Evaluator] = {}  # candidate evaluators, by scenario name
         self._names = {s.name: s for s in self.scenarios} | {
             s.stem: s for s in self.scenarios if not s.path.startswith("<")
         }
-        self._stops = StopRule(self.main, when="failed", skip_pending=False)
+        self._stops = StopRule(self.main, when="failed", record=False)
         self.on_decisions = on_decisions
         self.on_stop = on_stop
         self.on_problem = on_problem
@@ -169,13 +159,11 @@ class GateJudge:
         lines = data.split(b"\n")[:-1] if data else []
         new = lines[run.applied :]
         run.applied = len(lines)
-        run.lines += new
-        if run.started:
-            if new:
-                self._apply(run, new)
-        elif final:
-            self._choose(run)  # a run that never got to its first turn: all it has
+        if new:
+            self._apply(run, new)
         if final:
+            if not run.started:
+                self._choose(run)  # a run that never got to its first turn: all it has
             self._end(run)
 
     def feed_decisions(self, decisions: list[Decision]) -> None:
@@ -217,15 +205,21 @@ class GateJudge:
         """The run's next message arrived: True when the gate answers it (``[]``) in
         the agent's place, because the run failed."""
         run = self.runs.get(cid)
-        if run is None or run.stop is None or run.ended or self.policy == "never":
+        if run is None or run.ended or self.policy == "never":
+            return False
+        if run.stop is None and run.scenario is None:
+            failed = self.main.failed_under_every_candidate(cid)  # several candidates
+            if failed is not None:
+                result, first = failed
+                run.stop = (StopMessage.of(result, first), first)
+        if run.stop is None:
             return False
         run.turns_not_played += 1
         if not run.stopped:
             run.stopped = True
             message, decision = run.stop
             self.stopped_early.append(cid)
-            for evaluator in self._judging(run):
-                evaluator.stop(cid, decision)
+            self.main.stop(cid, decision)  # (under each candidate, for a run of several)
             if self.on_stop is not None and run.scenario is not None:
                 self.on_stop(message)
         return True
@@ -251,16 +245,7 @@ class GateJudge:
             count[1] += run.stopped
             count[2] += run.turns_not_played
             if run.scenario is None and run.started:
-                ambiguous.append(
-                    AmbiguousRun(
-                        run.cid,
-                        [
-                            CandidateVerdict(c, self._apart[c].result(run.cid).verdict)
-                            for c in run.candidates
-                            if c in self._apart
-                        ],
-                    )
-                )
+                ambiguous.append(AmbiguousRun(run.cid, self.main.candidate_verdicts(run.cid)))
         order = {s.name: i for i, s in enumerate(self.scenarios)}
         scenarios = [
             GateScenario(name, *count)
@@ -304,65 +289,28 @@ class GateJudge:
         found = candidates(self.scenarios, run.setup)
         if len(found) == 1:
             self._settle_on(run, found[0].name)
-        elif self.reads_tracker:
-            run.candidates = [s.name for s in found]
-            if run.lines:  # its opening, read before its setup was complete
-                self._apply(run, run.lines)
-        # (With --events, a run of several candidates waits in the main evaluator for
-        # the results folder, or its events' metadata, to name its scenario.)
+        else:
+            self.main.consider(run.cid, [s.name for s in found])
 
     def _settle_on(self, run: Run, name: str) -> None:
-        """The run's scenario is known: judged by the main evaluator from its first event."""
+        """The run's scenario is known: judged against it from its first event."""
         scenario = self._names.get(name)
         run.scenario = scenario.name if scenario is not None else name
-        for candidate in run.candidates:
-            if candidate in self._apart:
-                self._apart[candidate].forget(run.cid)
-        run.candidates, run.failures = [], {}
         self.feed_decisions(self.main.assign(run.cid, run.scenario))
-        if run.lines:
-            self._apply(run, run.lines, only_main=True)
         if run.stopped and run.stop is not None:
             self.main.stop(run.cid, run.stop[1])
         if run.ended and self.main.is_open(run.cid):
             self._emit(self.main.finish(run.cid))
 
-    def _judging(self, run: Run) -> list[Evaluator]:
-        if run.scenario is not None:
-            return [self.main]
-        return [self._apart[c] for c in run.candidates if c in self._apart]
-
-    def _apart_for(self, name: str) -> Evaluator:
-        evaluator = self._apart.get(name)
-        if evaluator is None:
-            evaluator = self._apart[name] = self._make(self._names[name])
-        return evaluator
-
-    def _push(self, evaluator: Evaluator, run: Run, lines: list[bytes]) -> list[Decision]:
+    def _apply(self, run: Run, lines: list[bytes]) -> None:
         errors: list[EventError] = []
-        decisions = evaluator.push_chunk(
+        decisions = self.main.push_chunk(
             b"\n".join(lines) + b"\n", on_bad=errors.append, source=f"tracker of {run.cid}"
         )
         if errors:
             self.problem(run, f"a bad event: {errors[0]}")
-        return decisions
-
-    def _apply(self, run: Run, lines: list[bytes], *, only_main: bool = False) -> None:
-        if run.scenario is not None:
-            decisions = self._push(self.main, run, lines)
-            self._emit(decisions)
-            self._note_stops(decisions)
-            return
-        if only_main or not run.candidates:
-            return
-        for name in run.candidates:
-            for decision in self._push(self._apart_for(name), run, lines):
-                if decision.verdict == "failed":
-                    run.failures.setdefault(name, decision)
-        if run.stop is None and len(run.failures) == len(run.candidates):
-            first = run.failures[run.candidates[0]]
-            result = self._apart[run.candidates[0]].result(run.cid)
-            run.stop = (StopMessage.of(result, first), first)
+        self._emit(decisions)
+        self._note_stops(decisions)
 
     def _note_stops(self, decisions: list[Decision]) -> None:
         for message, failure in self._stops.settling(decisions):
@@ -370,11 +318,8 @@ class GateJudge:
 
     def _end(self, run: Run) -> None:
         run.ended = True
-        for evaluator in self._judging(run):
-            if evaluator.is_open(run.cid):
-                decisions = evaluator.finish(run.cid)
-                if evaluator is self.main:
-                    self._emit(decisions)
+        if self.main.is_open(run.cid):
+            self._emit(self.main.finish(run.cid))
 
     def _emit(self, decisions: list[Decision]) -> None:
         if decisions:

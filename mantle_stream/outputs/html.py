@@ -134,12 +134,11 @@ def _where(file: str | None, line: int | None) -> str:
 def stopped_at(conv: ReportConversation) -> int | None:
     """Where a conversation stopped early was stopped (``None``: it was not).
 
-    A conversation with ``skipped`` assertions was stopped; the stop came at
-    the earliest ``decided_at`` among its decided assertions that failed, or
-    else at the last one decided (``None`` as well when no decision names an
-    event: then the stop is drawn at the end of the axis).
+    The stop came at the earliest ``decided_at`` among its decided assertions
+    that failed, or else at the last one decided (``None`` as well when no
+    decision names an event: then the stop is drawn at the end of the axis).
     """
-    if not any(a.verdict == "skipped" for a in conv.assertions):
+    if not conv.stopped_early:
         return None
     decided = [a for a in conv.assertions if a.verdict in ("passed", "failed", "errored")]
     failed = [a.decided_at for a in decided if a.verdict == "failed" and a.decided_at is not None]
@@ -306,13 +305,18 @@ def timeline(conv: ReportConversation) -> str:
             f"{_shape(a.verdict, mx, y)}</g>"
         )
     # Where it was stopped early.
-    if any(a.verdict == "skipped" for a in conv.assertions):
+    if conv.stopped_early:
         stop = stopped_at(conv)
         sx = x(end if stop is None else stop)
         at = "the end" if stop is None else f"sequence {stop}"
         out.append(
-            f'<g class="stop"><title>stopped early at {at}: what it did not get to is '
-            f"skipped</title>"
+            f'<g class="stop"><title>stopped early at {at}'
+            + (
+                ": what it had not decided then is skipped"
+                if any(a.verdict == "skipped" for a in conv.assertions)
+                else ""
+            )
+            + "</title>"
             f'<line x1="{sx:.1f}" y1="{TOP - 4}" x2="{sx:.1f}" y2="{bottom + 2}" '
             f'stroke="{STOP_COLOUR}" stroke-width="2" stroke-dasharray="4 3"/>'
             f"{_stop_shape(sx, TOP - 12)}</g>"
@@ -389,7 +393,7 @@ def _conversation(conv: ReportConversation) -> str:
         meta.append(f"{conv.duration:.1f} s")
     meta.append(_counts(conv.assertions))
     stop = stopped_at(conv)
-    if any(a.verdict == "skipped" for a in conv.assertions):
+    if conv.stopped_early:
         meta.append("stopped early" + ("" if stop is None else f" at sequence {stop}"))
     problems = [a for a in conv.assertions if a.verdict in ("failed", "errored")]
     listed = "".join(
@@ -498,9 +502,7 @@ def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
     per_scenario = (
         "—" if not runs else str(runs[0]) if len(runs) == 1 else f"{runs[0]} to {runs[-1]}"
     )
-    stopped = sum(
-        1 for c in report.conversations if any(a.verdict == "skipped" for a in c.assertions)
-    )
+    stopped = sum(c.stopped_early for c in report.conversations)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -582,8 +584,7 @@ def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
             f'<section id="unmatched"><h2>Not judged ({len(report.unmatched)})</h2><ul>'
             + "".join(
                 f"<li><code>{_text(u.conversation_id)}</code> ({_count(u.events, 'event')})"
-                + (f": names scenario <code>{_text(u.scenario)}</code>" if u.scenario else "")
-                + "</li>"
+                f": {_text(u.why())}</li>"
                 for u in report.unmatched[:MAX_ROWS]
             )
             + "</ul></section>"

@@ -4,7 +4,7 @@ Appended and flushed after each batch of decisions (whole lines only), so
 another process can tail the file while the run goes on. Each line is a
 :class:`~mantle_stream.core.verdicts.DecisionRecord` — a Decision without its
 turn: conversation_id, scenario, index, kind, verdict, decided_at, reason
-(see the README, "Command line").
+(see docs/outputs.md, "JSONL").
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ class _Assembly:
         suite = self.suite(conv.scenario or conv.conversation_id)
         suite.runs += 1
         suite.verdicts[conv.verdict] = suite.verdicts.get(conv.verdict, 0) + 1
-        suite.stopped_early += any(a.verdict == "skipped" for a in conv.assertions)
+        suite.stopped_early += conv.stopped_early
         if conv.started is not None and conv.duration is not None:
             suite.duration += conv.duration
             if suite.started is None or conv.started < suite.started:
@@ -356,13 +356,7 @@ class _Assembly:
         suite = self.suite(None)
         suite.runs += 1
         case = ET.Element("testcase", name=u.conversation_id, classname=UNMATCHED_SUITE)
-        why = (
-            f"its scenario `{u.scenario}` is not loaded"
-            if u.scenario
-            else "no results file or metadata names its scenario"
-        )
-        if u.did_you_mean:
-            why += f"; did you mean `{u.did_you_mean}`?"
+        why = u.why()
         props = ET.SubElement(case, "properties")
         ET.SubElement(props, "property", name="conversation_id", value=u.conversation_id)
         ET.SubElement(props, "property", name="scenario", value=u.scenario or "")

@@ -1,4 +1,4 @@
-"""The JSON report (README, "JSON report") and the exit status, built from an evaluator.
+"""The JSON report (docs/outputs.md, "JSON report") and the exit status, built from an evaluator.
 
 An edge module: it reads the engine's snapshots and shapes them for people
 and tools. Field names here are a published contract: add, never rename.
@@ -21,6 +21,7 @@ from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
 from mantle_stream.core.scenario.model import Check, Scenario
 from mantle_stream.core.verdicts import (
+    CandidateVerdict,
     ConversationResult,
     Occurrence,
     ToolCallScores,
@@ -84,6 +85,8 @@ class ReportConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     turn_starts: list[int] = []
     # Its scenario's goals.expected_tools, scored as Rasa scores them (absent when none).
     expected_tools: ToolCallScores | None = None
+    # A stop was sent for it (ConversationResult.stopped): absent when not.
+    stopped_early: bool = False
 
 
 class Summary(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -119,8 +122,6 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     late_events: int = 0  # arrived after their conversation ended, or after a given-up gap
     unknown_kinds: dict[str, int] = {}  # payload kinds this version does not know
     legacy_rows: dict[str, int] = {}  # older flat CALM rows (slot, flow_started, ...) skipped
-    # Conversations whose metadata names a scenario other than the one loaded (by name).
-    other_scenario: dict[str, int] = {}
     scenarios_without_assertions: list[str] = []  # they pass every conversation
     refused_clients: dict[str, int] = {}  # the listener turned them away, by reason
     foreign_events: int = 0  # sent for a conversation another connection owns: refused
@@ -215,11 +216,6 @@ class GroupReport(msgspec.Struct, frozen=True):
     lag: int
     published: int  # verdict records sent to the verdicts topic
     restored: int  # conversations resumed from the state topic
-
-
-class CandidateVerdict(msgspec.Struct, frozen=True):
-    scenario: str
-    verdict: str
 
 
 class AmbiguousRun(msgspec.Struct, frozen=True):
@@ -320,6 +316,7 @@ def report_conversation(
         duration=result.duration,
         turn_starts=list(result.turn_starts),
         expected_tools=result.expected_tools,
+        stopped_early=result.stopped,
     )
 
 
@@ -379,9 +376,7 @@ def scenario_results(
                 failed=failed,
                 errored=verdicts.count("errored"),
                 pending=verdicts.count("pending"),
-                stopped_early=sum(
-                    1 for c in convs if any(a.verdict == "skipped" for a in c.assertions)
-                ),
+                stopped_early=sum(c.stopped_early for c in convs),
                 k=k,
                 pass_rate=round(passed / k, 4) if k else None,
                 pass_hat_k=failed == 0 if k else None,
@@ -527,7 +522,6 @@ def build_report(
         # In a defined order: what several workers counted reads the same.
         unknown_kinds=dict(sorted(judged.unknown_kinds.items())),
         legacy_rows=dict(sorted(judged.legacy_rows.items())),
-        other_scenario=dict(sorted(judged.other_scenarios.items())),
         scenarios_without_assertions=[s.name for s in scenarios if not s.assertions],
         refused_clients=dict(refused or {}),
         foreign_events=stats.foreign_events,
@@ -627,6 +621,19 @@ def _where(w: Warnings, warning: str) -> str:
     return "; ".join(named)
 
 
+def one_scenario_line(report: Report) -> str | None:
+    """With one scenario loaded and several conversations judged, the line that says so:
+    a feed of several scenarios' runs judged against one of them reads as mostly failed,
+    and this says why (a conversation naming another, in a ``--results`` file or its
+    metadata, is not judged: :meth:`UnmatchedConversation.why`)."""
+    if len(report.scenarios) != 1 or report.summary.conversations < 2 or report.summary.unmatched:
+        return None
+    return (
+        f"every conversation naming no other scenario was judged against "
+        f"`{report.scenarios[0].scenario}`, the one scenario given"
+    )
+
+
 def notes(report: Report) -> list[str]:
     """What a person should know beyond the verdicts, one line each (control characters
     escaped): an incomplete run, every warning, every conversation not judged."""
@@ -652,12 +659,6 @@ def notes(report: Report) -> list[str]:
     for name in w.scenarios_without_assertions:
         lines.append(
             f"scenario `{name}` has no assertions: every conversation judged against it passes"
-        )
-    if w.other_scenario:
-        n = sum(w.other_scenario.values())
-        lines.append(
-            f"{_count(n, 'conversation')} name another scenario in their metadata "
-            f"({_named(w.other_scenario)}) but were judged against the one loaded"
         )
     for count, warning, noun, rest in (
         (w.bad_events, "bad_events", "bad event", "skipped"),
@@ -710,16 +711,7 @@ def notes(report: Report) -> list[str]:
     if len(w.unread) > MAX_LISTED:
         lines.append(f"{len(w.unread) - MAX_LISTED} more conversations could not be read")
     for u in report.unmatched[:MAX_LISTED]:
-        if u.scenario:
-            why = f"its scenario `{u.scenario}` is not loaded"
-            if u.did_you_mean:
-                why += f"; did you mean `{u.did_you_mean}`?"
-        else:
-            why = (
-                "several scenarios are loaded and no --results file or metadata "
-                "`scenario` names one"
-            )
-        lines.append(f"not judged: `{u.conversation_id}` ({_count(u.events, 'event')}): {why}")
+        lines.append(f"not judged: `{u.conversation_id}` ({_count(u.events, 'event')}): {u.why()}")
     if len(report.unmatched) > MAX_LISTED:
         lines.append(f"not judged: {len(report.unmatched) - MAX_LISTED} more conversations")
     return [line.translate(CONTROL_ESCAPES) for line in lines]

@@ -29,6 +29,7 @@ from mantle_stream.outputs.report import (
     ReportConversation,
     metric_text,
     notes,
+    one_scenario_line,
     tools_line,
     why_it_differs,
 )
@@ -238,6 +239,7 @@ def report_lines(report: Report, scenarios: Iterable[Scenario] = ()) -> list[str
                 f"{_yes_no(s.pass_hat_k).plain}, pass@k {_yes_no(s.pass_at_k).plain}"
             )
     lines.append(summary_text(report).plain)
+    lines.extend(filter(None, [one_scenario_line(report)]))
     lines.extend(notes(report))
     return [line.translate(CONTROL_ESCAPES) for line in lines]
 
@@ -305,6 +307,9 @@ class ReportTable:
         if digest:
             parts.extend([Text(""), *digest, Text("")])
         parts.append(summary_text(self.report))
+        one = one_scenario_line(self.report)
+        if one is not None:
+            parts.append(Text(one, style="dim"))
         tools = self.report.expected_tools
         if tools is not None:
             parts.append(_tools_line(tools))

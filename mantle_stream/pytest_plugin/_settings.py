@@ -6,7 +6,6 @@ run, configured or not.
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +16,6 @@ __all__ = ["PLUGIN_NAME", "Settings", "settings_of"]
 
 #: The name the configured plugin object is registered under.
 PLUGIN_NAME = "mantle_stream-session"
-
-#: Sources a pytest run cannot judge: they never end by themselves.
-_LIVE = ("follow:", "tcp://", "unix:")
 
 
 @dataclass(frozen=True)
@@ -44,23 +40,24 @@ def _ini_base(config: pytest.Config) -> Path:
 
 def _source(spec: str, base: Path, origin: str) -> list[str]:
     """One events source made absolute against ``base`` (glob patterns expanded)."""
-    if spec == "-" or spec.startswith(_LIVE):
+    from mantle_stream.feeds.spec import expand_pattern, parse_source  # (configured runs only)
+
+    source = parse_source(spec)
+    if source.scheme == "stdin" or source.live:
         raise pytest.UsageError(
-            f"{origin} `{spec}`: a pytest run judges recorded conversations; standard "
-            "input and live sources (follow:, tcp://, unix:) never end by themselves "
-            "(use `mantle-stream watch` for those)"
+            f"{origin} `{source.shown}`: a pytest run judges recorded conversations; "
+            "standard input is read by the terminal's process, and live sources (follow:, "
+            "tcp://, unix:, kafka://) never end by themselves (use `mantle-stream watch` "
+            "for those)"
         )
     if spec.startswith("sqlite:///") and not spec.startswith("sqlite:////"):
         return [f"sqlite:///{base / spec.removeprefix('sqlite:///')}"]  # sqlite:////...
-    if "://" in spec:
+    if not source.local:
         return [spec]
-    path = base / spec
-    if any(c in spec for c in "*?[") and not path.exists():
-        matches = sorted(glob.glob(str(path)))
-        if not matches:
-            raise pytest.UsageError(f"{origin} `{spec}` matches no file")
-        return matches
-    return [str(path)]
+    matches = expand_pattern(spec, base)
+    if matches == []:
+        raise pytest.UsageError(f"{origin} `{spec}` matches no file")
+    return [str(base / spec)] if matches is None else matches
 
 
 def settings_of(config: pytest.Config) -> Settings | None:

@@ -47,6 +47,7 @@ class ConversationState(msgspec.Struct, frozen=True):
     recent_ids: list[str] = []
     gave_up: list[tuple[int, int]] = []
     stopped: Decision | None = None
+    stop_skips: bool = True  # see Conversation.stop_skips
     late_max: int = -1  # the highest sequence that came after the end
     first_time: float | str | None = None  # timestamps of its first and last applied events
     last_time: float | str | None = None
@@ -133,6 +134,7 @@ class Checkpoints:
             first_time=conv.first_time,  # type: ignore[arg-type]
             last_time=conv.last_time,  # type: ignore[arg-type]
             stopped=conv.stopped,
+            stop_skips=conv.stop_skips,
             expected_tools=None if conv.tools is None else conv.tools.state(),
             tool_scores=conv.tool_scores,
         )
@@ -163,7 +165,7 @@ class Checkpoints:
         conv.gave_up = [(lo, hi) for lo, hi in state.gave_up] or None
         conv.late_max = conv.replay_late = state.late_max
         conv.first_time, conv.last_time = state.first_time, state.last_time
-        conv.stopped = state.stopped
+        conv.stopped, conv.stop_skips = state.stopped, state.stop_skips
         conv.results = list(state.results)
         conv.finished = state.finished
         if state.finished:

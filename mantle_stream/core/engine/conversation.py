@@ -22,8 +22,12 @@ from mantle_stream.core.events.model import (
     Payload,
 )
 from mantle_stream.core.verdicts import (
+    AssertionResult,
+    CandidateVerdict,
+    ConversationResult,
     Decision,
     ToolCallScores,
+    Verdict,
 )
 
 __all__ = [
@@ -39,6 +43,7 @@ __all__ = [
     "LineFinder",
     "Naming",
     "UnmatchedConversation",
+    "result_of",
 ]
 
 #: Events, and their bytes (as JSON), kept for a conversation that has not yet
@@ -65,6 +70,9 @@ class Naming:
 
     JUDGED = "judged"  # it has its plan
     WAITING = "waiting"  # several scenarios, none named yet: its events are buffered
+    # Several candidates (by their setups) and none named yet: judged against each
+    # apart, its events buffered still, so that a name given later judges it.
+    CANDIDATES = "candidates"
     NOT_LOADED = "not loaded"  # it named a scenario not loaded (``requested``): never judged
     GAVE_UP = "gave up"  # it named none within the buffer's limits: never judged
 
@@ -82,6 +90,27 @@ class UnmatchedConversation(msgspec.Struct, frozen=True, omit_defaults=True):
     did_you_mean: str | None = None
     # Several scenarios' initial slots matched its setup, and nothing named one of them.
     candidates: tuple[str, ...] = ()
+    # Its verdict under each candidate, judged apart (provisional: none is its scenario).
+    candidate_verdicts: tuple[CandidateVerdict, ...] = ()
+
+    def why(self) -> str:
+        """Why it was not judged, in a few words every output uses."""
+        if self.scenario:
+            why = f"its scenario `{self.scenario}` is not loaded"
+            return why + (f"; did you mean `{self.did_you_mean}`?" if self.did_you_mean else "")
+        if self.candidate_verdicts:
+            each = ", ".join(f"`{c.scenario}` {c.verdict}" for c in self.candidate_verdicts)
+            return (
+                f"its setup matches {len(self.candidate_verdicts)} scenarios, judged apart: {each}"
+            )
+        if self.candidates:
+            return f"its setup matches {len(self.candidates)} scenarios: " + ", ".join(
+                f"`{c}`" for c in self.candidates
+            )
+        return (
+            "several scenarios are loaded and no --results file, metadata `scenario` "
+            "or setup names one"
+        )
 
 
 class Irregular(Exception):
@@ -151,6 +180,7 @@ class Conversation:
         "replay_upto",
         "requested",
         "results",
+        "stop_skips",
         "stopped",
         "tool_scores",
         "tools",
@@ -175,6 +205,9 @@ class Conversation:
         self.tool_scores: ToolCallScores | None = None
         self.finished = False
         self.stopped: Decision | None = None  # the simulator was told to stop, after this
+        # Its simulator stops when told (the runner's, the gate's): what is still pending
+        # at its end is skipped. A Kafka member's judges on (False).
+        self.stop_skips = True
         self.owner: object = None  # the connection whose conversation it is (see push_chunk)
         self.naming = Naming.JUDGED if plan else Naming.WAITING
         self.requested: str | None = None  # the scenario it named (Naming.NOT_LOADED)
@@ -202,3 +235,54 @@ class Conversation:
         self.unsequenced = 0  # rows without a sequence seen so far
         self.replay_unsequenced = 0  # ... of which this many were seen before a restore
         self.recent_ids: deque[str] | None = None  # ids of recent sequence-less events
+
+
+def result_of(conv: Conversation) -> ConversationResult:
+    """A judged conversation's picture now: its verdicts, pending ones included."""
+    plan = conv.plan
+    assert plan is not None
+    assertions = tuple(
+        AssertionResult(i, plan.kinds[i], "pending", None, "", None, plan.file, plan.lines[i])
+        if r is None
+        else AssertionResult.of(r)
+        for i, r in enumerate(conv.results)
+    )
+    verdicts = {a.verdict for a in assertions}
+    verdict: Verdict = (
+        "failed"
+        if "failed" in verdicts
+        else "pending"
+        if "pending" in verdicts
+        else "errored"
+        if "errored" in verdicts
+        else "passed"
+    )
+    first, last = conv.first_time, conv.last_time
+    started = first if type(first) is float else None
+    return ConversationResult(
+        conv.cid,
+        plan.scenario.name,
+        verdict,
+        conv.events,
+        assertions,
+        conv.finished,
+        conv.turn,
+        started,
+        max(last - first, 0.0)  # type: ignore[operator]
+        if started is not None and type(last) is float
+        else None,
+        tuple(conv.turn_starts),
+        _tool_scores(conv, plan),
+        conv.stopped is not None,
+    )
+
+
+def _tool_scores(conv: Conversation, plan: Plan) -> ToolCallScores | None:
+    """The conversation's expected_tools scores: final once it ended, else what has
+    passed so far."""
+    if plan.expected_tools is None:
+        return None
+    if conv.tool_scores is not None:
+        return conv.tool_scores
+    scorer = conv.tools or plan.expected_tools.scorer()
+    return scorer.scores(finished=False)

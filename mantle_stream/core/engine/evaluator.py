@@ -31,7 +31,9 @@ from mantle_stream.core.engine.conversation import (
     Conversation,
     Irregular,
     LineFinder,
+    Naming,
     UnmatchedConversation,
+    result_of,
 )
 from mantle_stream.core.engine.ordering import Ordering
 from mantle_stream.core.engine.partition import Judged, Partition
@@ -57,13 +59,10 @@ from mantle_stream.core.events.model import (
 )
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import (
-    AssertionResult,
     ConversationResult,
     Decision,
     Occurrence,
     Statistics,
-    ToolCallScores,
-    Verdict,
 )
 
 __all__ = [
@@ -178,7 +177,11 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                     )
                 self._by_name[name] = plan
         self._single = self._plans[0] if len(self._plans) == 1 else None
-        self._named_other: dict[str, int] = {}  # see other_scenarios()
+        # Several candidates for a conversation (ScenarioChoice): one evaluator per
+        # candidate scenario judges it apart; made when first needed, these options.
+        self._apart: dict[str, Evaluator] = {}
+        self._given: dict[str, tuple[str, ...]] = {}
+        self._apart_options = (source, reorder_window, regex_timeout)
         self._assignments = dict(assignments or {})
         self._convs: dict[str, Conversation] = {}
         self._open_convs: dict[str, Conversation] = {}  # not finished yet
@@ -663,17 +666,31 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
 
     # ------------------------------------------------------------------ ending
 
-    def stop(self, conversation_id: str, settled_by: Decision | None = None) -> None:
-        """Record that the conversation's simulator was told to stop it.
+    def stop(
+        self,
+        conversation_id: str,
+        settled_by: Decision | None = None,
+        *,
+        skip_pending: bool = True,
+    ) -> None:
+        """Record that the conversation's simulator was told to stop it: it is
+        *stopped early* (``ConversationResult.stopped``) in every output.
 
         Its assertions still pending when it ends never had their chance:
         they end ``skipped``, not failed or passed (see :meth:`finish`), with
         a reason naming ``settled_by`` (the decision the stop message named;
-        by default the first failure, else the first decision).
+        by default the first failure, else the first decision). With
+        ``skip_pending=False`` (a Kafka member, whose simulator may play on)
+        they are judged on what comes.
         """
         conv = self._convs.get(conversation_id)
+        if conv is not None and conv.naming == Naming.CANDIDATES and not conv.finished:
+            for name in conv.candidates or ():
+                self._apart_of(name).stop(conversation_id, settled_by, skip_pending=skip_pending)
+            return
         if conv is None or conv.plan is None or conv.finished or conv.stopped is not None:
             return
+        conv.stop_skips = skip_pending
         settled = [r for r in conv.results if r is not None]
         failures = [r for r in settled if r.verdict == "failed"]
         if settled_by is not None:
@@ -721,19 +738,29 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         plan = conv.plan
         if plan is None:
             conv.buffer = None  # never to be judged: nothing to keep
+            if conv.naming == Naming.CANDIDATES:
+                conv.buffered = -1  # named later, it takes over its candidate's state
+                for name in conv.candidates or ():
+                    apart = self._apart_of(name)
+                    if apart.is_open(conv.cid):
+                        apart.finish(conv.cid)
         else:
-            if conv.stopped is not None:
+            skips = conv.stopped is not None and conv.stop_skips
+            if skips:
                 self._skip_pending(conv, out)
             self._settle(conv, plan, out)
             if plan.expected_tools is not None:
                 scorer = conv.tools or plan.expected_tools.scorer()
-                conv.tool_scores = scorer.scores(finished=True, stopped=conv.stopped is not None)
+                conv.tool_scores = scorer.scores(finished=True, stopped=skips)
                 conv.tools = None
-            if conv.failed:
-                self._failed += 1
-            else:
-                self._passed += 1
+            self._ended_judged(conv)
         self._let_go()
+
+    def _ended_judged(self, conv: Conversation) -> None:
+        if conv.failed:
+            self._failed += 1
+        else:
+            self._passed += 1
 
     def _close(self, conv: Conversation) -> None:
         """Mark a conversation finished: no longer open, queued for checkpoints and
@@ -805,8 +832,9 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 continue
             if self.on_let_go is not None:
                 self.on_let_go(
-                    _result_of(conv) if conv.plan is not None else self._unmatched_of(conv)
+                    result_of(conv) if conv.plan is not None else self._unmatched_of(conv)
                 )
+            self._let_candidates_go(conv)
             omitted = self._omitted
             if conv.plan is None:
                 omitted["unmatched"] += 1
@@ -867,6 +895,20 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._held -= len(conv.held or ())
         if conv.plan is not None:
             self._judged -= 1
+        self._let_candidates_go(conv)
+
+    def _apart_of(self, name: str) -> Evaluator:
+        apart = self._apart.get(name)
+        if apart is None:
+            source, reorder_window, regex_timeout = self._apart_options
+            plan = self._by_name[name]
+            apart = self._apart[name] = Evaluator(
+                plan.scenario,
+                source=source,
+                reorder_window=reorder_window,
+                regex_timeout=regex_timeout,
+            )
+        return apart
 
     def naming(self, conversation_id: str) -> str | None:
         """How far the conversation's scenario is known (a :class:`Naming` value); None
@@ -895,11 +937,11 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         conv = self._convs.get(conversation_id)
         if conv is None or conv.plan is None:
             raise UsageError(f"no judged conversation `{conversation_id}`")
-        return _result_of(conv)
+        return result_of(conv)
 
     def results(self) -> list[ConversationResult]:
         """A snapshot of every judged conversation, in order of first event."""
-        return [_result_of(c) for c in self._convs.values() if c.plan is not None]
+        return [result_of(c) for c in self._convs.values() if c.plan is not None]
 
     def judged(self) -> Judged:
         """What was judged, as data (what :func:`~mantle_stream.build_report` reads):
@@ -911,7 +953,6 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             omitted=self.omitted(),
             unknown_kinds=dict(self._decoder.unknown),
             legacy_rows=dict(self._decoder.legacy),
-            other_scenarios=self.other_scenarios(),
             occurrences=list(self._occurrences),
         )
 
@@ -945,52 +986,3 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             foreign_events=self._foreign,
             unnamed_given_up=self._unnamed_given_up,
         )
-
-
-def _result_of(conv: Conversation) -> ConversationResult:
-    plan = conv.plan
-    assert plan is not None
-    assertions = tuple(
-        AssertionResult(i, plan.kinds[i], "pending", None, "", None, plan.file, plan.lines[i])
-        if r is None
-        else AssertionResult.of(r)
-        for i, r in enumerate(conv.results)
-    )
-    verdicts = {a.verdict for a in assertions}
-    verdict: Verdict = (
-        "failed"
-        if "failed" in verdicts
-        else "pending"
-        if "pending" in verdicts
-        else "errored"
-        if "errored" in verdicts
-        else "passed"
-    )
-    first, last = conv.first_time, conv.last_time
-    started = first if type(first) is float else None
-    return ConversationResult(
-        conv.cid,
-        plan.scenario.name,
-        verdict,
-        conv.events,
-        assertions,
-        conv.finished,
-        conv.turn,
-        started,
-        max(last - first, 0.0)  # type: ignore[operator]
-        if started is not None and type(last) is float
-        else None,
-        tuple(conv.turn_starts),
-        _tool_scores(conv, plan),
-    )
-
-
-def _tool_scores(conv: Conversation, plan: Plan) -> ToolCallScores | None:
-    """The conversation's expected_tools scores: final once it ended, else what has
-    passed so far."""
-    if plan.expected_tools is None:
-        return None
-    if conv.tool_scores is not None:
-        return conv.tool_scores
-    scorer = conv.tools or plan.expected_tools.scorer()
-    return scorer.scores(finished=False)

@@ -146,7 +146,6 @@ class Judged(msgspec.Struct, frozen=True):
     omitted: dict[str, int]
     unknown_kinds: dict[str, int]
     legacy_rows: dict[str, int]
-    other_scenarios: dict[str, int]
     first_seen: list[int] = []
     # Where the gaps, late, duplicate and foreign events were (MAX_OCCURRENCES of each).
     occurrences: list[Occurrence] = []
@@ -181,7 +180,6 @@ def merge(parts: list[Judged]) -> Judged:
         omitted=_add(p.omitted for p in parts),
         unknown_kinds=_add(p.unknown_kinds for p in parts),
         legacy_rows=_add(p.legacy_rows for p in parts),
-        other_scenarios=_add(p.other_scenarios for p in parts),
         first_seen=[i for i, _ in judged] + [i for i, _ in unmatched],
         # Each worker judged other conversations: in the order of the workers, bounded.
         occurrences=bounded(o for p in parts for o in p.occurrences),

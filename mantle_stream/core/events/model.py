@@ -4,7 +4,7 @@ Mantle writes each tracker event as ProtoJSON (its event broker and tracker
 store): an envelope (``conversation_id``, ``sequence``, ``event_id``,
 ``metadata`` as a JSON *string*, ...) plus exactly one payload key such as
 ``{"user": {...}}``, with every unset optional field printed as ``null``.
-See the README's "Events" section.
+See docs/scenarios.md, "Event format".
 
 :class:`Event` is the table of payload kinds: one optional field per kind, the
 most frequent first, typed with the kind's struct (:class:`Skipped` for the
