@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator, Callable
@@ -726,3 +727,57 @@ def test_a_deciding_event_is_found_in_the_chunks_last_read_only() -> None:
     assert remembering.find("caf\u00e9", 1) == new.strip()
     assert remembering.find("caf\u00e9", 0) is None  # read before: no longer at hand
     assert remembering.find("other", 1) is None
+
+
+@pytest.mark.parametrize(
+    "cid",
+    ["sim-[1]", "sim-[x", "sim-]y", "a b[c]::d"],
+    ids=["brackets", "open-bracket", "close-bracket", "brackets-and-colons"],
+)
+def test_an_id_with_brackets_is_selected_and_rerun_by_last_failed(
+    pytester: pytest.Pytester, cid: str
+) -> None:
+    """Items named after a conversation id holding ``[...]`` (which pytest reads as a
+    parametrization) keep node ids that ``--lf`` and the command line select exactly."""
+    write_project(pytester.path)
+    lines = [
+        line
+        for name, events in CARD_RUNS.items()
+        for line in conversation(
+            *events, conversation_id=cid if name == "sim-3" else name, scenario="card"
+        )
+    ]
+    (pytester.path / "eval" / "events" / "all.jsonl").write_bytes(b"".join(lines))
+    (pytester.path / "pytest.ini").write_text(INI.replace("mantle_results", "# mantle_results"))
+    pytester.runpytest().assert_outcomes(passed=6, failed=2, skipped=1)
+    result = pytester.runpytest("--lf", "-v")
+    result.assert_outcomes(failed=2, deselected=7)
+    failed = [line for line in result.outlines if line.startswith("FAILED ")]
+    (nodeid,) = [
+        line.removeprefix("FAILED ").split(" - ")[0] for line in failed if "tool_executed" in line
+    ]
+    # The node id it printed selects that item alone.
+    again = pytester.runpytest("-v", nodeid)
+    again.assert_outcomes(failed=1)
+
+
+def test_what_a_sql_source_says_about_its_rows_is_in_the_summary(
+    pytester: pytest.Pytester,
+) -> None:
+    write_project(pytester.path, INI.replace("mantle_events = eval/events/all.jsonl", ""))
+    lines = (pytester.path / "eval" / "events" / "all.jsonl").read_text().splitlines()
+    make_db(pytester.path / "rasa.db", lines)
+    with sqlite3.connect(pytester.path / "rasa.db") as db:
+        db.execute("DROP TABLE events")
+        db.execute("CREATE TABLE events (id INTEGER, sender_id TEXT, data TEXT)")
+        db.executemany(
+            "INSERT INTO events VALUES (?, ?, ?)",
+            [(None if n == 0 else n, json.loads(line)["conversation_id"], line)
+             for n, line in enumerate(lines)],
+        )  # fmt: skip
+    db.close()
+    result = pytester.runpytest("--mantle-events", "sqlite:///rasa.db")
+    result.stdout.fnmatch_lines(
+        ["`sqlite:///*/rasa.db`: 1 row with no id (NULL) was not read: no place in id order "
+         "(conversations `sim-1`)"]
+    )  # fmt: skip

@@ -7,8 +7,10 @@ file they came from.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -16,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,10 @@ import pytest
 
 from mantle_stream.cli import main
 from mantle_stream.core.errors import FeedError
-from mantle_stream.feeds import SqlOptions, open_feed
+from mantle_stream.feeds import SqlOptions, open_feed, sql
 from mantle_stream.feeds.sql import parse_since, redact
 
+from _harness import run_cli
 from _stores import (
     RESULTS,
     ROOT,
@@ -411,3 +415,232 @@ def test_a_wal_database_on_a_read_only_mount_is_read_as_immutable(
         "here (a read-only file system?): read as immutable"
     )
     assert proc.stderr.startswith(warning) and proc.stderr.count(warning) == 1, proc.stderr
+
+
+@contextlib.contextmanager
+def _locked_by_a_writer(db: Path, seconds: float, then: list[str]) -> Iterator[None]:
+    """A writer with a rollback journal holding the database's exclusive lock for
+    ``seconds`` (a long commit), then writing ``then`` before letting go; the body
+    runs while it holds the lock."""
+    locked = threading.Event()
+
+    def write() -> None:
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(seconds)
+        insert(conn, then)
+        conn.execute("COMMIT")
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert locked.wait(5)
+        yield
+    finally:
+        writer.join()
+
+
+def test_follow_waits_for_a_writers_lock_and_reports_the_wait(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines[:10])
+    # Longer than SQLite's own default wait (5 s), after which it said "database is locked".
+    with _locked_by_a_writer(db, 6.0, lines[10:]):
+        result = run_cli(
+            "check", str(SCENARIOS), "--events", f"follow:sqlite:///{db}",
+            "--results", str(RESULTS), "--linger", "1", "--format", "json",
+        )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # (the example feed has failures)
+    assert "is locked by another connection (a writer): waiting" in result.stderr
+    data = json.loads(result.stdout)
+    assert data["summary"]["conversations"] == 13
+    (said,) = data["warnings"]["source"]
+    match = re.fullmatch(
+        rf"`follow:sqlite:///{re.escape(str(db))}` was locked by another connection "
+        r"\(a writer\): waited once, (\d+\.\d) s at most",
+        said,
+    )
+    assert match is not None, said
+    assert float(match.group(1)) >= 1  # (less than 6: the process took a while to start)
+
+
+def test_a_replay_waits_for_a_lock_up_to_its_bound(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines[:10])
+    with _locked_by_a_writer(db, 1.5, lines[10:]):
+        with pytest.raises(FeedError, match=r"stayed locked by another connection for \d"):
+            anyio.run(collect, f"sqlite:///{db}", SqlOptions(lock_timeout=0.5))
+        # Within the bound: the wait ends with the writer's commit, and every row is read.
+        got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(lock_timeout=30))
+    assert [line.decode() for line in got] == lines
+
+
+_PEAK = """\
+import atexit, sys
+from mantle_stream.cli import main
+
+def peak():
+    # VmHWM: this process's own high-water mark (ru_maxrss would carry the parent's
+    # size at fork across exec).
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    print("peak KiB", line.split()[1], file=sys.stderr)
+
+atexit.register(peak)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _peak_kib(tmp_path: Path, source: str) -> int:
+    scenario = tmp_path / "skill.yml"
+    scenario.write_text(
+        "scenario:\n  name: skill\n  simulation_context: Long answers.\n  goals:\n"
+        "    assertions:\n      - skill_activated:\n          skill_id: card_replace\n"
+    )
+    result = subprocess.run(
+        # (One process: workers would each hold their own batches, out of this one's sight.)
+        [sys.executable, "-c", _PEAK, "check", str(scenario), "--events", source, "--workers", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # (no skill was activated)
+    return int(result.stderr.rsplit("peak KiB ", 1)[1].split()[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
+def test_a_table_of_large_events_is_read_a_few_mebibytes_at_a_time(tmp_path: Path) -> None:
+    """150 events of 300 KB (43 MiB): rows are fetched in batches bounded by bytes,
+    so the table costs about what the same events in a file cost (it was read
+    5,000 rows at a time: the whole table, held four times over)."""
+    from mantle_stream.testing import bot, conversation
+
+    message = bot("x" * 300_000)
+    lines = [
+        line.decode()
+        for n in range(15)
+        for line in conversation(*[message] * 10, conversation_id=f"big-{n}")
+    ]
+    db = make_db(tmp_path / "large.db", lines)
+    events = tmp_path / "large.jsonl"
+    events.write_text("".join(lines))
+    del lines, message
+    from_table = _peak_kib(tmp_path, f"sqlite:///{db}")
+    from_file = _peak_kib(tmp_path, str(events))
+    assert from_table < from_file + 64 * 1024, (from_table, from_file)
+
+
+def test_a_followed_database_deleted_and_created_again_is_read_anew(tmp_path: Path) -> None:
+    lines = example_lines()
+    half = len(lines) // 2
+    db = make_db(tmp_path / "rasa.db", lines[:half])
+
+    async def follow() -> tuple[list[bytes], list[str]]:
+        got: list[bytes] = []
+        options = SqlOptions(poll_interval=0.02)
+        with anyio.fail_after(20):
+            async with open_feed(f"follow:sqlite:///{db}", sql=options) as feed:
+                async for chunk in feed:
+                    got += chunk.data.splitlines()
+                    if len(got) == half:
+                        # Deleted while followed, then created again with the other rows.
+                        db.unlink()
+                        make_db(tmp_path / "new.db", lines[half:]).rename(db)
+                    if len(got) >= len(lines):
+                        break
+                return got, feed.notices
+
+    got, notices = anyio.run(follow)
+    assert [line.decode() for line in got] == lines
+    assert notices == [
+        f"`follow:sqlite:///{db}` was deleted and created again (once): each new "
+        "database was read from its first row"
+    ]
+
+
+def _insert_with_ids(db: Path, rows: Sequence[tuple[int | None, str]]) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO events (id, sender_id, type_name, timestamp, data) VALUES (?, ?, ?, ?, ?)",
+            [(row_id, *tracker_row(line)) for row_id, line in rows],
+        )
+    conn.close()
+
+
+async def _follow_until(db: Path, wanted: int, write: Any) -> tuple[list[bytes], list[str]]:
+    """Follow ``db``, call ``write()`` once its rows are read, then read until
+    ``wanted`` lines came (or 8 s passed); the lines and the feed's notices."""
+    got: list[bytes] = []
+    options = SqlOptions(poll_interval=0.02)
+    async with open_feed(f"follow:sqlite:///{db}", sql=options) as feed:
+        with anyio.move_on_after(8):
+            async for chunk in feed:
+                first = not got
+                got += chunk.data.splitlines()
+                if first:
+                    write()
+                if len(got) >= wanted:
+                    break
+        await anyio.sleep(0.1)
+        return got, feed.notices
+
+
+def test_rows_written_later_with_lower_ids_are_read_late(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", [])
+    _insert_with_ids(db, [(1000 + n, line) for n, line in enumerate(lines[:20])])
+    # Ids below those read (a transaction that commits late; ids given by hand),
+    # the lowest an id can be among them, and one above.
+    later: list[tuple[int | None, str]] = [(5, lines[20]), (-(2**63), lines[21]), (2000, lines[22])]
+
+    got, notices = anyio.run(_follow_until, db, 23, lambda: _insert_with_ids(db, later))
+    assert sorted(got) == sorted(line.encode() for line in lines[:23])
+    assert notices == [
+        f"`follow:sqlite:///{db}`: 2 rows written after rows with higher ids were read, "
+        f"read late (ids {-(2**63)}, 5)"
+    ]
+
+
+def test_rows_below_the_ids_kept_and_rows_without_an_id_are_counted_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql, "LOOK_BACK_ROWS", 3)
+    lines = example_lines()
+    db = _table(
+        tmp_path / "rasa.db",
+        "CREATE TABLE events (id INTEGER, sender_id TEXT, type_name TEXT, "
+        "timestamp FLOAT, data TEXT)",
+    )
+    _insert_with_ids(db, [(100 + n, line) for n, line in enumerate(lines[:10])])
+    later = [(50, lines[10]), (None, lines[11]), (None, lines[12])]
+    got, notices = anyio.run(_follow_until, db, 13, lambda: _insert_with_ids(db, later))
+    assert got == [line.encode() for line in lines[:10]]
+    names = sorted({json.loads(line)["conversation_id"] for line in lines[11:13]})
+    assert notices == [
+        f"`follow:sqlite:///{db}`: 1 row written with ids below the last 3 read "
+        "(below id 107) was not read",
+        f"`follow:sqlite:///{db}`: 2 rows with no id (NULL) were not read: no "
+        f"place in id order (conversations {', '.join(f'`{n}`' for n in names)})",
+    ]
+
+
+def test_a_replay_reports_rows_without_an_id(tmp_path: Path) -> None:
+    lines = example_lines()
+    db = _table(
+        tmp_path / "rasa.db",
+        "CREATE TABLE events (id INTEGER, sender_id TEXT, type_name TEXT, "
+        "timestamp FLOAT, data TEXT)",
+    )
+    rows: list[tuple[int | None, str]] = [(n, line) for n, line in enumerate(lines)]
+    rows[7] = (None, lines[7])
+    _insert_with_ids(db, rows)
+    result = run_cli(
+        "check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--results", str(RESULTS),
+        "--format", "json",
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    cid = json.loads(lines[7])["conversation_id"]
+    assert report["warnings"]["source"] == [
+        f"`sqlite:///{db}`: 1 row with no id (NULL) was not read: no place in "
+        f"id order (conversations `{cid}`)"
+    ]
+    assert "1 row with no id (NULL) was not read" in result.stderr

@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -340,9 +341,9 @@ def test_a_live_source_refuses_more_than_one_worker(tmp_path: Path) -> None:
     )
 
 
-def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
-    # Each conversation's bot message costs a regex search cut off after
-    # --regex-timeout: slow enough to interrupt, whatever the machine.
+def _slow_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A scenario and 400 conversations slow enough to interrupt, whatever the machine:
+    each conversation's bot message costs a regex search cut off after --regex-timeout."""
     scenario = tmp_path / "slow.yml"
     scenario.write_text(
         "scenario:\n  name: slow\n  simulation_context: x\n  goals:\n    assertions:\n"
@@ -354,6 +355,11 @@ def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -
         for i in range(400):
             for seq, ev in enumerate([started(), bot(text), end()]):
                 fh.write(ev.line(f"c{i}", seq) + "\n")
+    return scenario, feed
+
+
+def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
+    scenario, feed = _slow_run(tmp_path)
     process = subprocess.Popen(
         [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
          "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
@@ -428,6 +434,57 @@ def test_a_feed_error_in_a_worker_is_one_clear_error(tmp_path: Path) -> None:
     assert runs[0].returncode == runs[1].returncode == 2
     assert runs[1].stderr == runs[0].stderr
     assert "Traceback" not in runs[1].stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_signals_after_the_workers_finished_leave_the_report_whole(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Signals sent again and again from while the workers judge until the process
+    ends: those after judging (while the results are merged and the report, JUnit
+    and HTML written) are noted, so every output is whole and holds what was judged."""
+    scenario, feed = _slow_run(tmp_path)
+    junit, html = tmp_path / "junit.xml", tmp_path / "report.html"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
+         "--workers", "2", "--regex-timeout", "0.05", "--format", "json",
+         "--junit", str(junit), "--html", str(html)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    out = bytearray()
+
+    def read() -> None:
+        while chunk := process.stdout.read1(1 << 16):  # type: ignore[union-attr]
+            out.extend(chunk)
+
+    def reported() -> bool:
+        try:
+            json.loads(out)
+        except ValueError:
+            return False
+        return True
+
+    reader = threading.Thread(target=read)
+    time.sleep(4)  # (the workers are judging: see the test above)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    reader.start()
+    deadline = time.monotonic() + 60
+    # Until the report is out (after that the process only says why it ends, and ends).
+    while reader.is_alive() and not reported() and time.monotonic() < deadline:
+        process.send_signal(sig)
+        time.sleep(0.005)
+    reader.join(30)
+    err = process.stderr.read()  # type: ignore[union-attr]
+    process.stdout.close()  # type: ignore[union-attr]
+    process.stderr.close()  # type: ignore[union-attr]
+    # 130; or ended by the signal itself when the last one came once everything was
+    # written and the process was on its way out (the loop above sees the report late).
+    assert process.wait(30) in (130, -sig), err.decode()
+    assert b"interrupted" in err and b"Traceback" not in err
+    report = json.loads(out)  # whole
+    assert 0 < report["summary"]["conversations"] <= 400
+    assert junit.read_bytes().rstrip().endswith(b"</testsuites>")
+    assert html.read_bytes().rstrip().endswith(b"</html>")
 
 
 def test_runs_of_several_candidates_are_reported_alike_by_two_workers(tmp_path: Path) -> None:

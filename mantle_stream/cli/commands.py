@@ -33,6 +33,7 @@ from mantle_stream.cli.sources import (
     evaluator_for,
     feed_for,
     say_skipped,
+    signals_noted,
     stop_on_signals,
     user_error,
 )
@@ -291,6 +292,7 @@ class _RunOutputs:
         self.refused: dict[str, int] = {}  # clients the listener turned away, by reason
         self.unread: dict[str, str] = {}  # conversations the source could not read, why
         self.interrupted = False  # Ctrl-C or SIGTERM ended the run: the closing view says so
+        self.notices: list[str] = []  # what the source said about how it was read
 
     def runner(self, **options: Any) -> Runner:
         """A runner over the evaluator that tells every sink what it decides and stops.
@@ -449,6 +451,7 @@ def _finish(
         session.refused,
         scenarios=session.evaluator.scenarios,
         unread=session.unread,
+        source=session.notices,
         tool_calls=getattr(session.args, "tool_calls", False),
     )
     if group is not None:
@@ -683,29 +686,53 @@ def _check_or_watch(args: argparse.Namespace) -> int:
                 return await session.run(runner, feed), runner
             finally:
                 session.refused, session.unread = feed.rejected, feed.unread
+                session.notices = feed.notices
 
     workers = _workers(args, session.progress_total)
-    try:
-        if parse_source(args.events[0]).scheme == "kafka":
-            return _kafka(args, session)
-        if workers > 1:
-            merged = run_workers(
-                args, source, workers, session.progress_total or None, scenarios, recorded
+    noted: list[int] = []  # Ctrl-C or SIGTERM once judging was over (signals_noted)
+    with contextlib.ExitStack() as finishing:
+        try:
+            if parse_source(args.events[0]).scheme == "kafka":
+                return _kafka(args, session)
+            if workers > 1:
+                # (While the workers run, run_workers tells them; after, noted.)
+                finishing.enter_context(signals_noted(noted))
+                merged = run_workers(
+                    args, source, workers, session.progress_total or None, scenarios, recorded
+                )
+                if merged is not None:  # (None: a bad event ended it: judged again, in one)
+                    session.notices = merged.notices
+                    jsonl = session.jsonl
+                    if jsonl is not None and jsonl in session.sinks.sinks:  # (a check's only
+                        # sink of decisions)
+                        session.sinks.attempt(jsonl, jsonl.write_lines, merged.lines)
+                    status = _finish(
+                        session, merged.outcome, None, fmt=args.format, judged=merged.judged
+                    )
+                    return _after_signals(status, noted)
+                finishing.close()  # judged again in one process: Ctrl-C stops it as usual
+            outcome, runner = anyio.run(go)
+            finishing.enter_context(signals_noted(noted))
+            status = _finish(
+                session, outcome, runner, fmt=args.format if args.command == "check" else "live"
             )
-            if merged is not None:  # (None: a bad event ended it: judged again, in one)
-                jsonl = session.jsonl
-                if jsonl is not None and jsonl in session.sinks.sinks:  # (a check's only
-                    # sink of decisions)
-                    session.sinks.attempt(jsonl, jsonl.write_lines, merged.lines)
-                return _finish(session, merged.outcome, None, fmt=args.format, judged=merged.judged)
-        outcome, runner = anyio.run(go)
-        return _finish(
-            session, outcome, runner, fmt=args.format if args.command == "check" else "live"
-        )
-    finally:
-        session.close()
-        if state_lock is not None:
-            state_lock.close()  # (the lock goes with it)
+            return _after_signals(status, noted)
+        finally:
+            session.close()
+            if state_lock is not None:
+                state_lock.close()  # (the lock goes with it)
+
+
+def _after_signals(status: int, noted: list[int]) -> int:
+    """The exit status once the outputs are written: 130 when Ctrl-C or SIGTERM came
+    while they were (unless something failed, which outranks it)."""
+    if not noted:
+        return status
+    print(
+        "mantle-stream: interrupted after judging; the outputs hold what was judged",
+        file=sys.stderr,
+    )
+    return status if status in (EXIT_FAILED, EXIT_ERROR) else EXIT_INTERRUPTED
 
 
 def _kafka(args: argparse.Namespace, session: _RunOutputs) -> int:

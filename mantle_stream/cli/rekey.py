@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TextIO
 
+from mantle_stream.cli.sources import on_signals
 from mantle_stream.kafka.options import kafka_settings, parse_kafka_spec
 from mantle_stream.kafka.rekey import RekeyStats, rekey
 
@@ -138,9 +139,5 @@ def _stop_on_signals(stop: threading.Event, out: _Status) -> Iterator[None]:
         stop.set()
         out.note(f"{signal.Signals(signum).name}: stopping after committing what was copied")
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with on_signals(handle):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

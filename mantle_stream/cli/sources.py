@@ -8,9 +8,12 @@ both judge with the same options and read the same source the same way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from types import FrameType
 from typing import Protocol
 
 import anyio
@@ -29,7 +32,9 @@ __all__ = [
     "evaluator_for",
     "feed_for",
     "keep_finished",
+    "on_signals",
     "say_skipped",
+    "signals_noted",
     "stop_on_signals",
     "user_error",
 ]
@@ -127,6 +132,36 @@ def user_error(exc: BaseException) -> MantleStreamError | None:
 
 class _Stoppable(Protocol):
     def stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def signals_noted(noted: list[int]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM noted in ``noted``, not obeyed at once, while what was judged
+    is put together and written (the workers' results merged, the report built and
+    printed): the outputs are whole, never cut off by the signal; the caller then
+    says so and exits 130. (Outside the main thread, where signals cannot be
+    caught, nothing changes.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        noted.append(signum)
+
+    with on_signals(note):
+        yield
+
+
+@contextlib.contextmanager
+def on_signals(handler: Callable[[int, FrameType | None], object]) -> Iterator[None]:
+    """``handler`` for Ctrl-C (SIGINT) and SIGTERM while the block runs; then the
+    handlers that were there before (main thread only)."""
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)
 
 
 async def stop_on_signals(runner: _Stoppable, *signals: signal.Signals) -> None:

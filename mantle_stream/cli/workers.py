@@ -33,7 +33,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from mantle_stream.cli.sources import evaluator_for, feed_for, say_skipped, user_error
+from mantle_stream.cli.sources import (
+    evaluator_for,
+    feed_for,
+    on_signals,
+    say_skipped,
+    user_error,
+)
 from mantle_stream.core.engine.partition import Judgement, Partition, merge
 from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
@@ -56,12 +62,14 @@ class WorkersOutcome(msgspec.Struct, frozen=True):
     outcome: RunOutcome
     judged: Judgement
     lines: bytes
+    notices: list[str] = []  # what the workers' sources said about how they were read
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
     outcome: RunOutcome
     judged: Judgement
     lines: dict[str, bytes]  # per conversation, its JSONL lines in the order decided
+    notices: list[str] = []  # Feed.notices
 
 
 class _Failed(msgspec.Struct, frozen=True, tag="failed"):
@@ -132,13 +140,10 @@ def run_workers(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGTERM)
 
-    previous = {
-        sig: signal.signal(sig, lambda *_: tell_all()) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
     received: dict[int, _Message | None] = {}
     started = time.monotonic()
     try:
-        with ReadProgress(progress_total or None) as bar:
+        with on_signals(lambda *_: tell_all()), ReadProgress(progress_total or None) as bar:
             waiting = dict(enumerate(readers))
             while waiting:
                 for ready in multiprocessing.connection.wait(list(waiting.values()), 0.1):
@@ -156,8 +161,6 @@ def run_workers(
                     elapsed = time.monotonic() - started
                     bar.update(min(progress[::2]), events, events / elapsed if elapsed else 0.0)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         for process in processes:
             process.join(5)
             if process.is_alive():
@@ -198,7 +201,9 @@ def _merge(
         lines.update(part.lines)
     # Grouped by conversation, in the report's order: bytes the workers encoded.
     grouped = b"".join(lines.get(r.conversation_id, b"") for r in judged.results)
-    return WorkersOutcome(outcome, judged, grouped)
+    # Every worker reads the whole source: a notice each said is said once.
+    notices = list(dict.fromkeys(n for part in done for n in part.notices))
+    return WorkersOutcome(outcome, judged, grouped, notices)
 
 
 def _context() -> Any:
@@ -272,6 +277,8 @@ def _judge(
                 return
             await anyio.sleep(0.05)
 
+    notices: list[str] = []
+
     async def go() -> RunOutcome:
         runner = Runner(
             evaluator,
@@ -290,7 +297,10 @@ def _judge(
 
                 tg.start_soon(forward)
                 tg.start_soon(watch, runner)
-                outcome = await runner.run(feed)
+                try:
+                    outcome = await runner.run(feed)
+                finally:
+                    notices[:] = feed.notices
                 tg.cancel_scope.cancel()
         return outcome
 
@@ -301,4 +311,4 @@ def _judge(
     first_seen += [partition.ordinal(u.conversation_id) for u in judged.unmatched]
     judged = msgspec.structs.replace(judged, first_seen=first_seen)
     encoded = {cid: JsonlWriter.lines(kept) for cid, kept in lines.items()}
-    return _Done(outcome, judged, encoded)
+    return _Done(outcome, judged, encoded, notices)

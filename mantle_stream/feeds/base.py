@@ -72,10 +72,13 @@ Line rules
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import TypeAlias
+from typing import BinaryIO, TypeAlias
 
 import anyio
 from anyio.abc import ByteStream, TaskGroup
@@ -96,6 +99,7 @@ __all__ = [
     "Lines",
     "Peer",
     "QueuedFeed",
+    "open_interruptibly",
     "put",
     "reason",
 ]
@@ -319,6 +323,9 @@ class QueuedFeed:
         self._error: FeedError | None = None
         self._rejected: dict[str, int] = {}
         self._unread: dict[str, str] = {}
+        # What the user should know about how the source was read, by topic (a
+        # later line on the same topic replaces the earlier: one line each).
+        self._notices: dict[str, str] = {}
         # The passwords and tokens this source was given: never in a message it
         # raises, nor in a reason it gives (whatever a library or server quoted).
         self._secrets: tuple[str, ...] = ()
@@ -361,6 +368,12 @@ class QueuedFeed:
         a Rasa server that kept failing, or answered another conversation's
         tracker. Always empty for sources not asked for conversations by id."""
         return {cid: scrub(why, self._secrets) for cid, why in self._unread.items()}
+
+    @property
+    def notices(self) -> list[str]:
+        """What the user should know about how the source was read, one line each
+        (a lock waited for, a database replaced, rows it could not read)."""
+        return [scrub(line, self._secrets) for line in self._notices.values()]
 
     def _scrubbed(self, error: FeedError) -> FeedError:
         text = str(error)
@@ -479,6 +492,28 @@ async def put(
 ) -> None:
     for data, first in pieces:
         await send.send(Chunk(data, peer, first, source))
+
+
+async def open_interruptibly(path: str, *, buffering: int = -1) -> BinaryIO:
+    """``open(path, "rb", buffering)`` in a worker thread that Ctrl-C (a cancellation) ends.
+
+    Opening a pipe (a FIFO) waits for a writer, for as long as none comes,
+    and a thread cannot be interrupted: on cancellation the thread is let go
+    of, and handed the writer it waits for (an open for writing that does not
+    wait), so that it returns and what it opened is closed.
+    """
+    try:
+        file = await anyio.to_thread.run_sync(_open_binary, path, buffering, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        with contextlib.suppress(OSError):  # ENXIO: it was not waiting in open()
+            if stat.S_ISFIFO(os.stat(path).st_mode):
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        raise
+    return file
+
+
+def _open_binary(path: str, buffering: int) -> BinaryIO:
+    return open(path, "rb", buffering=buffering)  # the caller owns it
 
 
 def reason(exc: OSError) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import select
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from mantle_stream.core.errors import EventError, FeedError
 from mantle_stream.core.events.flat import document_lines, is_document
-from mantle_stream.feeds.base import BOM, Item, Lines, QueuedFeed, put, reason
+from mantle_stream.feeds.base import BOM, Item, Lines, QueuedFeed, open_interruptibly, put, reason
 from mantle_stream.feeds.interface import Chunk
 
 __all__ = ["EVENT_FILE_SUFFIXES", "MAX_DOCUMENT_BYTES", "FileFeed", "event_files"]
@@ -97,6 +98,7 @@ class FileFeed(QueuedFeed):
         self._paths = paths
         self._stdin = stdin
         self._files: list[str] | None = None  # every file to read, when not one
+        self._opened: dict[str, BinaryIO] = {}  # opened by _open, not yet read
 
     async def _open(self) -> None:
         if self._paths is None:
@@ -111,7 +113,11 @@ class FileFeed(QueuedFeed):
                 files += event_files(path)
                 continue
             try:
-                (await anyio.to_thread.run_sync(open, path, "rb")).close()
+                file = await open_interruptibly(path)
+                if stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                    file.close()  # (opened again when its turn comes: many files, few fds)
+                else:  # a pipe opened, closed and opened again would lose its writer
+                    self._opened[path] = file
             except OSError as exc:
                 raise FeedError(f"cannot read events from `{path}`: {reason(exc)}") from None
             files.append(path)
@@ -130,7 +136,8 @@ class FileFeed(QueuedFeed):
             several = self._files is not None
             for name in files:
                 try:
-                    with open(name, "rb") as file:
+                    file = self._opened.pop(name, None) or await open_interruptibly(name)
+                    with file:
                         await self._read_file(send, file, name if several else None)
                 except OSError as exc:
                     self._error = FeedError(f"cannot read events from `{name}`: {reason(exc)}")
@@ -200,6 +207,11 @@ class FileFeed(QueuedFeed):
         if failed is not None:
             raise failed
         await put(send, lines.finish(), None)
+
+    async def _close(self) -> None:
+        for file in self._opened.values():
+            file.close()
+        self._opened.clear()
 
 
 def _read_function(source: BinaryIO) -> Callable[[int], bytes]:

@@ -16,7 +16,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from mantle_stream.core.errors import FeedError
-from mantle_stream.feeds.base import Item, Lines, QueuedFeed, put, reason
+from mantle_stream.feeds.base import Item, Lines, QueuedFeed, open_interruptibly, put, reason
 
 __all__ = ["FollowFeed", "FollowOptions"]
 
@@ -57,7 +57,7 @@ class FollowFeed(QueuedFeed):
     async def _follow(self, send: MemoryObjectSendStream[Item]) -> None:
         run = anyio.to_thread.run_sync
         while True:
-            self._file = fh = await run(_open_if_present, self._path)
+            self._file = fh = await _open_if_present(self._path)
             if fh is None:
                 await anyio.sleep(self._poll)
                 continue
@@ -92,9 +92,9 @@ class FollowFeed(QueuedFeed):
             self._file = None
 
 
-def _open_if_present(path: str) -> BinaryIO | None:
+async def _open_if_present(path: str) -> BinaryIO | None:
     try:
-        return open(path, "rb", buffering=0)  # the caller owns it
+        return await open_interruptibly(path, buffering=0)  # the caller owns it
     except FileNotFoundError:
         return None
 

@@ -91,6 +91,12 @@ class Feed(Protocol):
         """Conversations asked for by id that could not be read, with why (a copy)."""
         ...
 
+    @property
+    def notices(self) -> list[str]:
+        """What the user should know about how the source was read, one line each
+        (a lock waited for, a database replaced, rows it could not read)."""
+        ...
+
     async def __aenter__(self) -> Feed: ...
 
     async def __aexit__(

@@ -7,9 +7,10 @@ as JSON text: ProtoJSON for a Mantle agent, or a flat ``{"event": ...}`` row
 (which may not name its conversation: it is given ``sender_id`` from the
 column, as a tracker document's rows are).
 
-The table is read in ``id`` order, ``batch_size`` rows at a time (keyset
-pagination, ``WHERE id > ? ORDER BY id LIMIT ?``: never the whole table at
-once), one JSON line per row; the first batch is asked for with no lower
+The table is read in ``id`` order, at most ``batch_size`` rows or about
+:data:`BATCH_BYTES` of data at a time (keyset pagination, ``WHERE id > ?
+ORDER BY id LIMIT ?``, the limit sized from the rows just read: never the
+whole table at once), one JSON line per row; the first batch is asked for with no lower
 bound, so ids of any type the database orders (integers, text, UUIDs) are
 read in that order. A chunk holds rows of consecutive ids, and its line
 numbers are the row ids, so a bad row's error reads ``... (table events,
@@ -19,6 +20,16 @@ their place in id order (``... (table events, row in id order):4``).
 ``timestamp`` is at or after a time. Without ``follow:`` the feed ends after
 the last row (a replay); with it, it asks for newer rows every
 ``poll_interval`` and never ends.
+
+What can go wrong under a reader, and what it does (:attr:`Feed.notices`
+tells the report): another connection holding the lock (a writer's commit
+with a rollback journal) is waited for, a follow as long as it takes, a
+replay ``lock_timeout`` at most (:meth:`SqlFeed._patiently`); a followed
+SQLite file deleted and created again is noticed as ``follow:`` notices a
+rotated file, and the new one read from its first row; rows the reading in
+id order passed by (written later with lower ids, or with a NULL id) are
+looked for once the table is read to its end, and read late or counted
+(:meth:`SqlFeed._looked_back`).
 
 SQLite is read with the standard library, opened read-only; PostgreSQL with
 psycopg 3, imported only when a ``postgresql://`` spec is used (the
@@ -34,8 +45,9 @@ import math
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -65,6 +77,23 @@ TABLE = "events"
 _NEEDED = ("id", "sender_id", "data")
 _CUT_KEEP = 200
 _INSTALL = 'pip install "mantle_stream[postgres]"'
+_T = TypeVar("_T")
+#: The data a batch of rows holds at most (about; at least one row): the feed then
+#: holds a few times this, whatever the size of a row.
+BATCH_BYTES = 4 << 20
+#: Rows taken from a cursor at a time, while the bytes are counted.
+_FETCH_ROWS = 16
+#: Rows asked for by the first query, before their size is known.
+_FIRST_ROWS = 100
+#: The ids of the last rows read that are kept, to read a row written below them later.
+LOOK_BACK_ROWS = 10_000
+#: Seconds between two looks back among the last ids read of a followed table.
+_LOOK_EVERY = 2.0
+#: Seconds between two counts of a followed table's rows, at the least (a hundred
+#: times what the last took, when that is longer).
+_LOOK_WHOLE_EVERY = 60.0
+#: Conversations or ids named in a message.
+_NAMED = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +115,12 @@ class SqlOptions:
     #: read but not decoded.
     partition: Partition | None = None
     #: Told what the user should know about how the database is read (a WAL
-    #: database on a read-only file system, read as immutable).
+    #: database on a read-only file system, read as immutable; a writer's lock
+    #: waited for).
     on_notice: Callable[[str], object] | None = None
+    #: How long a replay waits for a writer's lock before it gives up (a followed
+    #: database waits as long as it takes: a follow never ends on a lock).
+    lock_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -96,6 +129,8 @@ class SqlOptions:
             raise ValueError(f"poll_interval must be positive, not {self.poll_interval!r}")
         if self.since is not None and not math.isfinite(self.since):
             raise ValueError(f"since must be a finite time, not {self.since!r}")
+        if not self.lock_timeout >= 0:
+            raise ValueError(f"lock_timeout must be at least 0, not {self.lock_timeout!r}")
 
 
 def parse_since(text: str) -> float:
@@ -125,6 +160,42 @@ def is_sql_spec(spec: str) -> bool:
     return spec.startswith(SQL_PREFIXES)
 
 
+class _Batch(NamedTuple):
+    """Rows of one query, in id order; ``cut``: fewer than asked for, because they
+    reached the byte bound (the table may go on)."""
+
+    rows: list[tuple[Any, ...]]
+    size: int  # bytes of their data column
+    cut: bool
+
+
+class _Cursor(Protocol):
+    def fetchmany(self, size: int) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
+def _take(cursor: _Cursor, max_bytes: int) -> _Batch:
+    """Rows from ``cursor``, a few at a time, until ``max_bytes`` of data are taken
+    (at least one row): a table of 300 KB events must not arrive 5,000 at once."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    try:
+        while size < max_bytes:
+            some = cursor.fetchmany(_FETCH_ROWS)
+            if not some:
+                return _Batch(rows, size, cut=False)
+            rows += some
+            size += sum(_data_size(row[-1]) for row in some)
+        return _Batch(rows, size, cut=True)
+    finally:
+        cursor.close()
+
+
+def _data_size(data: Any) -> int:  # (of a row's last column: data, or an id alone)
+    return len(data) if isinstance(data, str | bytes | bytearray) else 64
+
+
 class _Database(Protocol):
     """One connection, used from one worker thread at a time."""
 
@@ -133,9 +204,27 @@ class _Database(Protocol):
 
     def columns(self) -> set[str]: ...
 
-    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch: ...
 
     def close(self) -> None: ...
+
+
+#: How long one SQLite call waits for a lock (its busy handler) before the feed
+#: looks again: short, so that a wait can be given up on or interrupted.
+_BUSY_SECONDS = 0.25
+#: SQLite's primary result codes for a lock held by another connection.
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def _locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite saying another connection holds the lock (a writer
+    mid-commit with a rollback journal): worth waiting for, not a broken source."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and code is not None
+        and ((code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED))
+    )
 
 
 class _Sqlite:
@@ -147,17 +236,17 @@ class _Sqlite:
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
         #: Said to the user when the database could only be opened as immutable.
         self.notice: str | None = None
-        # Used from anyio's worker threads, one call at a time.
-        self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        self._conn = _connect_sqlite(uri)
         try:
             self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        except sqlite3.OperationalError:
-            if not _in_wal_mode(path):
+        except sqlite3.OperationalError as exc:
+            if _locked(exc) or not _in_wal_mode(path):
+                self._conn.close()
                 raise
             # `mode=ro` must create the -shm file beside a WAL database, which a
             # read-only file system refuses. Immutable, it is read as it is.
             self._conn.close()
-            self._conn = sqlite3.connect(uri + "&immutable=1", uri=True, check_same_thread=False)
+            self._conn = _connect_sqlite(uri + "&immutable=1")
             self.notice = (
                 f"`{path}` is a WAL database that cannot be opened read-only here (a "
                 "read-only file system?): read as immutable, so rows written to it "
@@ -167,11 +256,40 @@ class _Sqlite:
     def columns(self) -> set[str]:
         return {row[1] for row in self._conn.execute(f"PRAGMA table_info({TABLE})")}
 
-    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return self._conn.execute(query, tuple(params)).fetchall()
+    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch:
+        return _take(self._conn.execute(query, tuple(params)), max_bytes)
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _rows(n: int) -> str:
+    return "1 row" if n == 1 else f"{n:,} rows"
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
+def _ids(ids: Iterable[Any]) -> str:
+    """Row ids for a message: the first few, and how many more."""
+    shown = list(ids)
+    head = ", ".join(str(i) for i in shown[:_NAMED])
+    return head + (f" and {len(shown) - _NAMED} more" if len(shown) > _NAMED else "")
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` names (device, inode), None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _connect_sqlite(uri: str) -> sqlite3.Connection:
+    # Used from anyio's worker threads, one call at a time.
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=_BUSY_SECONDS)
 
 
 def _in_wal_mode(path: str) -> bool:
@@ -202,8 +320,10 @@ class _Postgres:
         ).fetchall()
         return {row[0] for row in rows}
 
-    def fetch(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return self._conn.execute(query, tuple(params)).fetchall()
+    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch:
+        # (psycopg's cursor holds the whole answer already: the LIMIT, sized by the
+        # rows seen so far, is what bounds it.)
+        return _take(self._conn.execute(query, tuple(params)), max_bytes)
 
     def close(self) -> None:
         self._conn.close()
@@ -305,9 +425,63 @@ class SqlFeed(QueuedFeed):
         self._secrets = tuple(secrets_in(url))
         self._rows = 0  # rows read so far, in id order
         self._by_place = False  # numbered by place: the table's ids are not integers
+        self._lock_waits = 0  # waits for another connection's lock, and the longest
+        self._path: str | None = None  # a SQLite file's path, and which file it named
+        self._file: tuple[int, int] | None = None
+        self._replaced = 0  # times the SQLite file was deleted and created again
+        self._forget_ids()
+        self._longest_wait = 0.0
 
     async def _open(self) -> None:
-        self._db = await anyio.to_thread.run_sync(self._connect)
+        self._db = await self._patiently(self._connect)
+
+    async def _patiently(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)`` in a worker thread, again while another connection holds the
+        database's lock (a writer mid-commit): a followed database waits as long as it
+        takes, a replay ``lock_timeout`` seconds at most; the wait is said once when it
+        starts, and how long it lasted kept for the report (:attr:`notices`)."""
+        began: float | None = None
+        while True:
+            try:
+                result = await anyio.to_thread.run_sync(call, *args)
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc):
+                    raise
+                now = anyio.current_time()
+                if began is None:
+                    began = now - _BUSY_SECONDS
+                    if not self._lock_waits:  # (said once; the report counts them all)
+                        self._say(
+                            f"`{self.name}` is locked by another connection (a writer): waiting"
+                        )
+                waited = now - began
+                if not self.live and waited >= self._options.lock_timeout:
+                    raise FeedError(
+                        f"cannot read events from `{self.name}`: it stayed locked by another "
+                        f"connection for {waited:.1f} s (more than {self._options.lock_timeout:g} "
+                        "s); follow: waits as long as it takes"
+                    ) from None
+                await anyio.sleep(min(self._options.poll_interval, _BUSY_SECONDS))
+                continue
+            if began is not None:
+                self._waited(anyio.current_time() - began)
+            return result
+
+    def _waited(self, seconds: float) -> None:
+        """One wait for a lock is over: counted, with the longest, in the notices."""
+        self._lock_waits += 1
+        self._longest_wait = max(self._longest_wait, seconds)
+        times = "once" if self._lock_waits == 1 else f"{self._lock_waits} times"
+        self._notices["locked"] = (
+            f"`{self.name}` was locked by another connection (a writer): waited {times}, "
+            f"{self._longest_wait:.1f} s at most"
+        )
+
+    def _say(self, message: str) -> None:
+        """Tell the user now (standard error), once, not by every worker."""
+        partition, say = self._options.partition, self._options.on_notice
+        if say is not None and (partition is None or partition.index == 0):
+            say(message)
 
     def _connect(self) -> _Database:
         url, shown = self._url, redact(self._url)
@@ -319,18 +493,19 @@ class SqlFeed(QueuedFeed):
                     f"bad event source `{shown}`: expected `sqlite:///PATH` "
                     "(`sqlite:////PATH` for an absolute path)"
                 )
-            path = path[1:]
+            path = self._path = path[1:]
             if not os.path.isfile(path):
                 problem = "Is a directory" if os.path.isdir(path) else "No such file"
                 raise FeedError(f"cannot read events from `{shown}`: {problem}: `{path}`")
             try:
                 sqlite = db = _Sqlite(path)
             except sqlite3.Error as exc:
+                if _locked(exc):
+                    raise  # waited for (_patiently)
                 raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
-            partition, say = self._options.partition, self._options.on_notice
-            # (Said once, not by every worker.)
-            if sqlite.notice and say and (partition is None or partition.index == 0):
-                say(sqlite.notice)
+            if sqlite.notice:
+                self._say(sqlite.notice)
+            self._file = _identity(path)
         else:
             try:
                 import psycopg
@@ -348,6 +523,8 @@ class SqlFeed(QueuedFeed):
             columns = db.columns()
         except _database_errors() as exc:
             db.close()
+            if _locked(exc):
+                raise  # waited for (_patiently)
             raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
         self._check_columns(columns, shown, db)
         return db
@@ -379,7 +556,19 @@ class SqlFeed(QueuedFeed):
         database orders (integers, text, UUIDs) are read in their order."""
         assert self._db is not None
         mark = self._db.placeholder
-        where = ["id IS NOT NULL" if first else f"id > {mark}"]
+        where, params = self._filters()
+        where.insert(0, "id IS NOT NULL" if first else f"id > {mark}")
+        query = (
+            f"SELECT id, sender_id, {self._db.data} FROM {TABLE} WHERE {' AND '.join(where)} "
+            f"ORDER BY id LIMIT {mark}"
+        )
+        return query, params
+
+    def _filters(self) -> tuple[list[str], list[Any]]:
+        """The conditions on rows other than their id (``conversations``, ``since``)."""
+        assert self._db is not None
+        mark = self._db.placeholder
+        where: list[str] = []
         params: list[Any] = []
         if self._options.conversations:
             marks = ", ".join([mark] * len(self._options.conversations))
@@ -388,11 +577,7 @@ class SqlFeed(QueuedFeed):
         if self._options.since is not None:
             where.append(f'"timestamp" >= {mark}')
             params.append(self._options.since)
-        query = (
-            f"SELECT id, sender_id, {self._db.data} FROM {TABLE} WHERE {' AND '.join(where)} "
-            f"ORDER BY id LIMIT {mark}"
-        )
-        return query, params
+        return where, params
 
     async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
         with send:
@@ -409,21 +594,36 @@ class SqlFeed(QueuedFeed):
         assert db is not None
         start, _ = self._query(first=True)
         query, params = self._query()
-        size = self._options.batch_size
+        most = self._options.batch_size
+        # Rows asked for: as many as BATCH_BYTES holds at the size of the rows of the
+        # last batch (a client-side cursor such as psycopg's holds all it was asked
+        # for), never more than batch_size.
+        size = min(most, _FIRST_ROWS)
         last: Any = None  # no row read yet
         while True:
             if last is None:
-                rows = await anyio.to_thread.run_sync(db.fetch, start, [*params, size])
+                batch = await self._patiently(db.fetch, start, [*params, size], BATCH_BYTES)
             else:
-                rows = await anyio.to_thread.run_sync(db.fetch, query, [last, *params, size])
+                batch = await self._patiently(db.fetch, query, [last, *params, size], BATCH_BYTES)
+            rows, got, ended = batch.rows, len(batch.rows), not batch.cut and len(batch.rows) < size
             if rows:
                 self._touch()
                 last = rows[-1][0]
+                size = max(1, min(most, BATCH_BYTES * got // max(1, batch.size)))
+                del batch
                 for chunk in self._chunks(rows):
                     await send.send(chunk)
-            if len(rows) < size:
+                del rows  # (not held while the next batch is read)
+            if ended and last is not None and await self._looked_back(db, last, send):
+                continue  # (what a look back found may not be all: look again at once)
+            if ended:
                 if not self.live:
                     return
+                if await self._replaced_file():
+                    db = self._db
+                    assert db is not None
+                    size, last = min(most, _FIRST_ROWS), None
+                    continue
                 await anyio.sleep(self._options.poll_interval)
 
     def _chunks(self, rows: list[tuple[Any, ...]]) -> list[Chunk]:
@@ -434,6 +634,7 @@ class SqlFeed(QueuedFeed):
         limit = self._max_line_bytes
         for row_id, sender_id, data in rows:
             self._rows += 1
+            self._remember(row_id)
             if self._by_place or not isinstance(row_id, int) or isinstance(row_id, bool):
                 # A text or UUID id is no line number: rows are numbered by their
                 # place in id order from the first that is not an integer on.
@@ -460,6 +661,163 @@ class SqlFeed(QueuedFeed):
             line_of = None if numbers[-1] - numbers[0] == n - 1 else numbers.__getitem__
             chunks.append(Chunk(piece, None, numbers[0], self._where, line_of=line_of))
         return chunks
+
+    def _forget_ids(self) -> None:
+        """What the look back (:meth:`_looked_back`) knows of a database: none read yet."""
+        self._recent: deque[Any] = deque()  # the ids of the last rows read, and as a set
+        self._recent_set: set[Any] = set()
+        self._missed = 0  # rows found below the ids read, too far back to read
+        self._late = 0  # rows found below the ids read, and read
+        self._null = 0  # rows with no id (NULL): never read
+        self._next_look = self._next_whole = 0.0
+
+    def _remember(self, row_id: Any) -> None:
+        self._recent.append(row_id)
+        self._recent_set.add(row_id)
+        if len(self._recent) > LOOK_BACK_ROWS:
+            self._recent_set.discard(self._recent.popleft())
+
+    async def _looked_back(
+        self, db: _Database, last: Any, send: MemoryObjectSendStream[Item]
+    ) -> bool:
+        """Rows the reading in id order passed by: written after rows with higher ids
+        were read (PostgreSQL transactions that commit out of order, ids given by
+        hand), and rows with no id (NULL). Looked for once the table is read to its
+        end (a replay's end, a follow's poll, at most every few seconds and less
+        often when counting takes long): rows are counted at or below the last id
+        read; more than were read means some were passed by. Those among the last
+        :data:`LOOK_BACK_ROWS` ids read are read now (True: handed on); older
+        ones, and rows with no id, are counted and named in :attr:`notices`.
+        (A row deleted meanwhile hides one written: counts cannot tell them apart.)"""
+        began = anyio.current_time()
+        if self.live and began < self._next_look:
+            return False
+        # Among the last ids read (cheap: a range of the id index) every look; the whole
+        # table, and rows with no id, rarely (a count can read the whole table).
+        whole = not self.live or began >= self._next_whole
+        mark = db.placeholder
+        where, params = self._filters()
+        found: list[tuple[Any, ...]] = []
+        floor = self._recent[0] if self._recent else last
+        everything = len(self._recent_set) >= self._rows  # every id read is at hand
+        if everything:
+            near_where, near_params = [f"id <= {mark}", *where], [last, *params]
+        else:
+            near_where = [f"id >= {mark}", f"id <= {mark}", *where]
+            near_params = [floor, last, *params]
+        near = await self._count_rows(db, near_where, near_params)
+        try:
+            seen = (
+                len(self._recent_set)
+                if everything
+                else sum(1 for i in self._recent_set if i >= floor)
+            )
+        except TypeError:  # ids of several types in one column: not compared here
+            seen = near
+        passed_by = near - seen
+        if passed_by > 0:
+            ids = await self._patiently(
+                db.fetch,
+                f"SELECT id FROM {TABLE} WHERE {' AND '.join(near_where)}",
+                near_params,
+                BATCH_BYTES,
+            )
+            new = [row[0] for row in ids.rows if row[0] not in self._recent_set]
+            for start in range(0, len(new), _FETCH_ROWS):  # (a few rows: bounded bytes)
+                some = new[start : start + _FETCH_ROWS]
+                query = (
+                    f"SELECT id, sender_id, {db.data} FROM {TABLE} WHERE id IN "
+                    f"({', '.join([mark] * len(some))}) ORDER BY id"
+                )
+                found += (await self._patiently(db.fetch, query, some, 1 << 62)).rows
+        if found:
+            self._late += len(found)
+            self._notice(
+                "late",
+                f"`{self.name}`: {_rows(self._late)} written after rows with higher ids "
+                f"were read, read late (ids {_ids(r[0] for r in found)})",
+            )
+            for chunk in self._chunks(found):
+                await send.send(chunk)
+        if not whole:
+            self._next_look = anyio.current_time() + _LOOK_EVERY
+            return bool(found)
+        total = await self._count_rows(db, [f"id <= {mark}", *where], [last, *params])
+        missed = total - self._rows - self._missed
+        if missed > 0:
+            self._missed += missed
+            self._notice(
+                "missed",
+                f"`{self.name}`: {_rows(self._missed)} written with ids below the last "
+                f"{LOOK_BACK_ROWS:,} read (below id {floor}) {_were(self._missed)} not read",
+            )
+        null = await self._count_rows(db, ["id IS NULL", *where], params)
+        if null > self._null:
+            self._null = null
+            names = await self._patiently(
+                db.fetch,
+                f"SELECT DISTINCT sender_id FROM {TABLE} WHERE "
+                + " AND ".join(["id IS NULL", *where])
+                + f" ORDER BY sender_id LIMIT {_NAMED}",
+                params,
+                BATCH_BYTES,
+            )
+            named = ", ".join(f"`{row[0]}`" for row in names.rows)
+            more = " and others" if len(names.rows) == _NAMED else ""
+            self._notice(
+                "null",
+                f"`{self.name}`: {_rows(null)} with no id (NULL) {_were(null)} not read: "
+                f"no place in id order (conversations {named}{more})",
+            )
+        now = anyio.current_time()
+        self._next_look = now + _LOOK_EVERY
+        self._next_whole = now + max(_LOOK_WHOLE_EVERY, 100 * (now - began))
+        return bool(found)
+
+    async def _count_rows(self, db: _Database, where: list[str], params: list[Any]) -> int:
+        query = f"SELECT COUNT(*) FROM {TABLE} WHERE {' AND '.join(where)}"
+        batch = await self._patiently(db.fetch, query, params, BATCH_BYTES)
+        return int(batch.rows[0][0])
+
+    def _notice(self, topic: str, message: str) -> None:
+        """A line for the report (:attr:`notices`), said at once the first time."""
+        if topic not in self._notices:
+            self._say(message)
+        self._notices[topic] = message
+
+    async def _replaced_file(self) -> bool:
+        """Whether a followed SQLite file was deleted and created again (PATH names
+        another file), as ``follow:`` notices a rotated file: then the old one is
+        let go of (every row it had was read) and the new one opened, to be read
+        from its first row. A file deleted and not yet created again is read on."""
+        if self._path is None or self._file is None:
+            return False
+        now = await anyio.to_thread.run_sync(_identity, self._path)
+        if now is None or now == self._file:
+            return False
+        old, self._db = self._db, None
+        if old is not None:
+            await anyio.to_thread.run_sync(old.close)
+        self._say(
+            f"`{self.name}` was deleted and created again: reading the new database "
+            "from its first row"
+        )
+        while True:  # (a new file may not hold its table yet: a follow waits for it)
+            try:
+                self._db = await self._patiently(self._connect)
+                break
+            except FeedError:
+                await anyio.sleep(self._options.poll_interval)
+        self._replaced += 1
+        self._rows, self._by_place = 0, False
+        self._forget_ids()
+        self._where = f"{redact(self._url)} (table {TABLE}, row id)"
+        times = "once" if self._replaced == 1 else f"{self._replaced} times"
+        self._notices["replaced"] = (
+            f"`{self.name}` was deleted and created again ({times}): each new database "
+            "was read from its first row"
+        )
+        return True
 
     async def _close(self) -> None:
         if self._db is not None:

@@ -130,6 +130,9 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     # Conversations asked for by id that the source could not give (a Rasa server
     # that kept failing, or answered another's tracker), with why: not judged.
     unread: dict[str, str] = {}
+    # What the source said about how it was read (a lock waited for, a database
+    # replaced, rows it could not read), one line each.
+    source: list[str] = []
     # Where each gap, late, duplicate, foreign and unknown event counted above was: its
     # conversation and sequence (the first MAX_OCCURRENCES of each warning).
     occurrences: list[Occurrence] = []
@@ -476,6 +479,7 @@ def build_report(
     *,
     scenarios: Sequence[Scenario] | None = None,
     unread: Mapping[str, str] | None = None,
+    source: Sequence[str] = (),
     tool_calls: bool = False,
 ) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
@@ -484,7 +488,8 @@ def build_report(
     conversation, where our verdicts differ from those ``evaluate_agent``
     recorded for the run. ``refused``: the clients a listener turned away, by
     reason (``Feed.rejected``); ``unread``: the conversations the source could
-    not read, with why (``Feed.unread``). From :class:`Judgement` (the merged outcome of
+    not read, with why (``Feed.unread``); ``source``: what the source said about how
+    it was read (``Feed.notices``). From :class:`Judgement` (the merged outcome of
     ``check --workers``) instead of an evaluator, give the ``scenarios`` too.
     ``tool_calls`` (``--tool-calls``): a failed ``gate: true`` entry of
     ``expected_tools`` fails its conversation, as in Rasa with tool-call
@@ -523,6 +528,7 @@ def build_report(
         foreign_events=stats.foreign_events,
         unnamed_given_up=stats.unnamed_given_up,
         unread=dict(unread or {}),
+        source=list(source),
         # In a defined order, as the counts: what several workers listed reads the same.
         occurrences=sorted(
             judged.occurrences,
@@ -700,6 +706,7 @@ def notes(report: Report) -> list[str]:
     if w.legacy_rows:
         n = sum(w.legacy_rows.values())
         lines.append(f"{_count(n, 'older CALM row')} skipped ({_named(w.legacy_rows)})")
+    lines += w.source
     for cid, why in list(w.unread.items())[:MAX_LISTED]:
         lines.append(f"conversation `{cid}` could not be read: {why}")
     if len(w.unread) > MAX_LISTED:

@@ -62,9 +62,16 @@ class Judgement:
     summary: list[str] = field(default_factory=list)  # for the terminal summary
 
 
+#: Brackets as pytest does not read them: it takes everything from a node id's first
+#: ``[`` on as a parametrization, so an id holding one could not be selected again
+#: (on the command line, by ``--lf``).
+_BRACKETS = str.maketrans({"[": "\\x5b", "]": "\\x5d"})
+
+
 def node_name(text: str) -> str:
-    """``text`` as a part of a node id: one line, and no ``::`` (which separates parts)."""
-    return text.translate(CONTROL_ESCAPES).replace("::", ":_:") or "_"
+    """``text`` as a part of a node id: one line, no ``::`` (which separates parts)
+    and no brackets (which start a parametrization)."""
+    return text.translate(CONTROL_ESCAPES).translate(_BRACKETS).replace("::", ":_:") or "_"
 
 
 def run_names(results: Iterable[ConversationResult], recorded: dict[str, RecordedRun]) -> list[Run]:
@@ -151,6 +158,10 @@ class RecentLinesFeed:
     @property
     def unread(self) -> dict[str, str]:
         return self.feed.unread
+
+    @property
+    def notices(self) -> list[str]:
+        return self.feed.notices
 
     async def __aenter__(self) -> RecentLinesFeed:
         return self  # the feed it wraps is entered (and left) by its opener
@@ -266,6 +277,7 @@ def judge(
     )
     deciding: dict[tuple[str, int], bytes] = {}
     missing: list[str] = []
+    notices: list[str] = []
 
     def on_missing(conversation_id: str, reason: str) -> None:
         missing.append(f"skipped conversation `{conversation_id}`: {reason}")
@@ -303,7 +315,10 @@ def judge(
                 on_stop=ignore if stop_early else None,
                 stop_unconnected=stop_early,
             )
-            return await runner.run(remembering)
+            try:
+                return await runner.run(remembering)
+            finally:
+                notices[:] = feed.notices  # (a writer's lock waited for, rows not read)
 
     outcome = anyio.run(go)
     if outcome.ending == "bad-event":
@@ -311,7 +326,7 @@ def judge(
             f"{outcome.error}\nmantle_stream: stopped at the bad event: a pytest run "
             "judges every event (`mantle-stream check --on-bad-event=skip` shows the rest)"
         )
-    report = build_report(evaluator, recorded, tool_calls=tool_calls)
+    report = build_report(evaluator, recorded, source=notices, tool_calls=tool_calls)
     if not report.conversations and not report.unmatched:
         raise MantleStreamError(f"the events of {shown} hold no conversation to judge")
     by_name: dict[str, list[ConversationResult]] = {s.name: [] for s in scenarios}
