@@ -37,6 +37,9 @@ COMPONENTS = {
 }
 #: Fixtures that start a server for the session: a test using one is ``integration``.
 SERVER_FIXTURES = {"kafka_broker", "postgres"}
+#: A test on the Kafka broker takes 3 to 13 s (group joins, session timeouts): 120 s in
+#: all, so they run in the slow set (.ci/run, after the README's test command).
+SLOW_FIXTURES = {"kafka_broker"}
 #: Where a skipped ``real_component`` test records what it needed (user_properties
 #: travel from an xdist worker to the process that prints the summary).
 NEEDED = "real_component"
@@ -52,6 +55,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & SERVER_FIXTURES or item.get_closest_marker("real_component"):
             item.add_marker(pytest.mark.integration)
+        if fixtures & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
