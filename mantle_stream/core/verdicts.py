@@ -263,8 +263,8 @@ class Occurrence(msgspec.Struct, frozen=True, omit_defaults=True):
     """Where one of the feed's irregularities happened: the conversation and sequence
     of a gap given up on (``sequence`` to ``last``), a late, duplicate or foreign
     event, or one of a kind this version does not know. ``warning`` is the report's
-    counter it adds to (``gaps``, ``late_events``, ``duplicates``, ``foreign_events``,
-    ``unknown_kinds``)."""
+    counter it adds to (``gaps``, ``gaps_passed``, ``late_events``, ``duplicates``,
+    ``foreign_events``, ``unknown_kinds``)."""
 
     warning: str
     conversation_id: str
@@ -305,3 +305,7 @@ class Statistics(msgspec.Struct, frozen=True):
     foreign_events: int = 0  # for a conversation another connection owns: refused
     # Conversations that named no scenario within MAX_UNNAMED_BUFFER events or bytes.
     unnamed_given_up: int = 0
+    # Missing sequences passed at once: the source delivers each conversation in
+    # order (Feed.ordered), so they were never sent (Rasa numbers events it does
+    # not publish); unlike `gaps`, nothing was held for them.
+    gaps_passed: int = 0

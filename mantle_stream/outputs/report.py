@@ -131,6 +131,10 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     # Where each gap, late, duplicate, foreign and unknown event counted above was: its
     # conversation and sequence (the first MAX_OCCURRENCES of each warning).
     occurrences: list[Occurrence] = []
+    # Missing sequences passed at once, not waited for: the source delivers each
+    # conversation in order, so they were never sent (Rasa numbers events it does
+    # not publish, such as the `slot` events of a scenario's initial slots).
+    gaps_passed: int = 0
 
 
 class ScenarioAssertion(msgspec.Struct, frozen=True):
@@ -512,6 +516,7 @@ def build_report(
         bad_events=stats.bad_events,
         duplicates=stats.duplicates,
         gaps=stats.gaps,
+        gaps_passed=stats.gaps_passed,
         late_events=stats.late_events,
         # In a defined order: what several workers counted reads the same.
         unknown_kinds=dict(sorted(judged.unknown_kinds.items())),
@@ -667,6 +672,13 @@ def notes(report: Report) -> list[str]:
             "gaps",
             "gap",
             "in `sequence` given up on (normal when the agent's sequences skip numbers)",
+        ),
+        (
+            w.gaps_passed,
+            "gaps_passed",
+            "gap",
+            "in `sequence` passed at once (the source delivers each conversation in order: "
+            "those events were never sent)",
         ),
         (
             w.foreign_events,

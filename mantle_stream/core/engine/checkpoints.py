@@ -75,6 +75,7 @@ class Checkpoint(msgspec.Struct, frozen=True):
     failed: int = 0
     # Where the late, duplicate, gap (and foreign) events counted above were.
     occurrences: list[Occurrence] = []
+    gaps_passed: int = 0
 
 
 _CHECKPOINT_VERSION = 2
@@ -98,6 +99,7 @@ class Checkpoints:
     _late: int
     _duplicates: int
     _gaps: int
+    _gaps_passed: int
     _occurrences: list[Occurrence]
     _noted: dict[str, int]
     _decisions: int
@@ -237,6 +239,7 @@ class Checkpoints:
                 late_events=self._late,
                 duplicates=self._duplicates,
                 gaps=self._gaps,
+                gaps_passed=self._gaps_passed,
                 decisions=self._decisions,
                 passed=self._passed,
                 failed=self._failed,
@@ -299,6 +302,7 @@ class Checkpoints:
                 ) from None
         self._events, self._late = saved.events, saved.late_events
         self._duplicates, self._gaps = saved.duplicates, saved.gaps
+        self._gaps_passed = saved.gaps_passed
         self._occurrences = list(saved.occurrences)
         self._noted = {}
         for o in self._occurrences:

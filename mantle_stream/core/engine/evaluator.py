@@ -126,6 +126,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
         keep_finished: int | None = None,
         partition: Partition | None = None,
+        ordered: bool = False,
     ) -> None:
         if reorder_window < 0:
             raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
@@ -154,6 +155,10 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             "unmatched": 0,
         }
         self.reorder_window = reorder_window
+        # The source delivers each conversation's events in the order they were
+        # numbered (Feed.ordered; the Runner sets it from its feed): a gap never
+        # fills, so it is passed at once rather than waited for (gaps_passed).
+        self.ordered = ordered
         # One worker of `check --workers`: only its conversations are applied.
         self.partition = partition
         if isinstance(scenarios, Scenario):
@@ -192,6 +197,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._late = 0
         self._duplicates = 0  # delivered again: skipped
         self._gaps = 0  # missing sequences given up on
+        self._gaps_passed = 0  # missing sequences passed at once (an ordered source)
         self._held = 0  # events waiting in reorder windows now
         self._occurrences: list[Occurrence] = []  # where the warnings' events were
         self._noted: dict[str, int] = {}
@@ -896,6 +902,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 source=source,
                 reorder_window=reorder_window,
                 regex_timeout=regex_timeout,
+                ordered=self.ordered,
             )
         return apart
 
@@ -974,4 +981,5 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             legacy_rows=sum(self._decoder.legacy.values()),
             foreign_events=self._foreign,
             unnamed_given_up=self._unnamed_given_up,
+            gaps_passed=self._gaps_passed,
         )

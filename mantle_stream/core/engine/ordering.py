@@ -3,8 +3,9 @@
 The evaluator's hot loop applies an event that is the next in its
 conversation at once; everything else comes here: rows without a sequence
 (arrival order, de-duplicated by ``event_id``), events after a gap (held in
-the reorder window until the gap fills or is given up on), duplicates, late
-events, and events seen again after a restore.
+the reorder window until the gap fills or is given up on; passed at once when
+the source is ``ordered``), duplicates, late events, and events seen again
+after a restore.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ class Ordering:
     """The evaluator's ordering: a mixin of :class:`~.evaluator.Evaluator`."""
 
     reorder_window: int
+    ordered: bool
     _replayed: int
     _duplicates: int
     _late: int
     _gaps: int
+    _gaps_passed: int
     _held: int
     _occurrences: list[Occurrence]
     _noted: dict[str, int]  # occurrences kept, per warning
@@ -112,6 +115,10 @@ class Ordering:
                     position,
                 )
             conv.max_seen = seq
+        if self.ordered:  # what is missing was never sent: nothing to wait for
+            self._give_up(conv, conv.last_seq + 1, seq - 1, passed=True)
+            conv.last_seq = seq
+            return None
         if self.reorder_window:
             self._hold(conv, seq, event, payload, out)
             return 0
@@ -230,9 +237,15 @@ class Ordering:
         if not held:
             conv.held = None
 
-    def _give_up(self, conv: Conversation, lo: int, hi: int) -> None:
-        self._gaps += 1
-        self._note("gaps", conv.cid, lo, hi if hi != lo else None)
+    def _give_up(self, conv: Conversation, lo: int, hi: int, *, passed: bool = False) -> None:
+        """Sequences ``lo`` to ``hi`` are missing for good: counted under ``gaps`` (waited
+        for), or ``gaps_passed`` (``passed``: an ordered source, nothing waited for);
+        one that comes after all is late."""
+        if passed:
+            self._gaps_passed += 1
+        else:
+            self._gaps += 1
+        self._note("gaps_passed" if passed else "gaps", conv.cid, lo, hi if hi != lo else None)
         gave_up = conv.gave_up
         if gave_up is None:
             gave_up = conv.gave_up = []
