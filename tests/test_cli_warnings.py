@@ -95,3 +95,36 @@ def test_strict_names_where_events_of_unknown_kinds_were(tmp_path: Path) -> None
     assert json.loads(proc.stdout)["warnings"]["occurrences"] == [
         {"warning": "unknown_kinds", "conversation_id": "c-9", "sequence": 0}
     ]
+
+
+def test_a_sequence_conflict_is_named_with_both_ids_in_the_text_and_the_json(
+    tmp_path: Path,
+) -> None:
+    # The card run with another event at its sequence 5 (a renumbered session
+    # restart): applied after the first, counted, and both ids named.
+    lines = CARD_EVENTS.read_text().splitlines(keepends=True)
+    first = [line for line in lines if CARD_OK in line]
+    fifth = json.loads(first[5])
+    assert fifth["sequence"] == 5
+    other = {**fifth, "event_id": "01a230d5-ffff-7000-8000-000000000005"}
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text("".join(first[:6]) + json.dumps(other) + "\n" + "".join(first[6:]))
+    proc = run_cli("check", CARD, "--events", str(feed), "--format", "json")
+    warnings = json.loads(proc.stdout)["warnings"]
+    assert warnings == {
+        "occurrences": [
+            {
+                "warning": "sequence_conflicts",
+                "conversation_id": CARD_OK,
+                "sequence": 5,
+                "event_id": other["event_id"],
+                "applied_event_id": fifth["event_id"],
+            }
+        ],
+        "sequence_conflicts": 1,
+    }
+    assert (
+        "mantle-stream: warning: 1 sequence conflict (another event at a sequence already "
+        f"applied: applied after the first): `{CARD_OK}` sequence 5 "
+        f"(`{other['event_id']}` after `{fifth['event_id']}`)\n"
+    ) in proc.stderr

@@ -335,6 +335,59 @@ def test_live_stores_and_servers_keep_each_conversations_order(spec: str) -> Non
 
 
 # --------------------------------------------------------------------------
+# Same sequence, another event: a sequence conflict, not a duplicate
+# --------------------------------------------------------------------------
+
+RENUMBERED = row(2, event_id="renumbered", memory_set={"key": "a.x", "value_json": "2"})
+
+
+def test_another_event_at_an_applied_sequence_is_applied_after_it_and_named() -> None:
+    # Rasa's SQL tracker store renumbers in some session-restart paths: the broker
+    # then carries two events at one sequence. The second is no duplicate.
+    lines = [
+        row(0, session_started={}),
+        row(1, user={"text": "hi"}),
+        row(2, memory_set={"key": "a.x", "value_json": "1"}),
+        RENUMBERED,
+    ]
+    got, stats = outcomes(lines, NOT_SET_LAST)
+    assert got == [("passed", None)]  # the last write was 2: applied after the first
+    assert (stats.sequence_conflicts, stats.duplicates, stats.events) == (1, 0, 4)
+    evaluator = ms.Evaluator([scenario(NOT_SET_LAST)])
+    for line in lines:
+        evaluator.push_line(line)
+    assert evaluator.judged().occurrences == [
+        Occurrence("sequence_conflicts", "c", 2, None, "renumbered", "c-2")
+    ]
+
+
+def test_a_sequence_conflict_delivered_again_is_a_duplicate() -> None:
+    first = row(2, memory_set={"key": "a.x", "value_json": "1"})
+    lines = [row(0, session_started={}), row(1, user={"text": "hi"}), first, RENUMBERED]
+    got, stats = outcomes([*lines, RENUMBERED, first], NOT_SET_LAST)  # at least once
+    assert got == [("passed", None)]  # each applied once: the last write was 2
+    assert (stats.sequence_conflicts, stats.duplicates) == (1, 2)
+
+
+def test_two_events_held_at_one_sequence_are_applied_in_arrival_order() -> None:
+    lines = [
+        row(0, session_started={}),
+        row(2, memory_set={"key": "a.x", "value_json": "1"}),
+        RENUMBERED,  # waits with it for sequence 1
+        row(1, user={"text": "hi"}),
+    ]
+    got, stats = outcomes(lines, NOT_SET_LAST)
+    assert got == [("passed", None)]
+    assert (stats.sequence_conflicts, stats.duplicates, stats.held) == (1, 0, 0)
+
+
+def test_a_row_at_an_applied_sequence_with_the_same_id_is_still_a_duplicate() -> None:
+    lines = [row(0, session_started={}), row(1, user={"text": "hi"})]
+    _, stats = outcomes([*lines, lines[1], lines[0]], NOT_SET_LAST, ordered=True)
+    assert (stats.sequence_conflicts, stats.duplicates) == (0, 2)
+
+
+# --------------------------------------------------------------------------
 # Found in review: each once a wrong verdict or count
 # --------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from mantle_stream.core.assertions.compiler import BY_VALUE, Plan, compile_scena
 from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT, DEFAULT_REORDER_WINDOW
 from mantle_stream.core.engine.checkpoints import Checkpoint, Checkpoints, ConversationState
 from mantle_stream.core.engine.conversation import (
+    APPLIED_IDS,
     MAX_TOMBSTONES,
     MAX_TURN_STARTS,
     MAX_UNNAMED_BUFFER,
@@ -76,6 +77,7 @@ __all__ = [
 ]
 
 _parse_json = msgspec.json.Decoder().decode
+_APPLIED_MASK = APPLIED_IDS - 1  # Conversation.applied_ids's slot of a sequence
 
 
 def _value_error(payload: Payload) -> EventError:
@@ -198,6 +200,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._duplicates = 0  # delivered again: skipped
         self._gaps = 0  # missing sequences given up on
         self._gaps_passed = 0  # missing sequences passed at once (an ordered source)
+        self._conflicts = 0  # another event at an applied sequence: applied after it
         self._held = 0  # events waiting in reorder windows now
         self._occurrences: list[Occurrence] = []  # where the warnings' events were
         self._noted: dict[str, int] = {}
@@ -511,10 +514,12 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                         continue
                 seq = event.sequence
                 if self._releasing:  # a held event, next in order (see _release)
-                    if seq is not None:
+                    if seq is not None and seq > conv.last_seq:  # (else a conflict)
                         conv.last_seq = seq
+                        conv.applied_ids[seq & _APPLIED_MASK] = event.event_id
                 elif seq is not None and seq == conv.last_seq + 1:  # in order: the usual
                     conv.last_seq = seq
+                    conv.applied_ids[seq & _APPLIED_MASK] = event.event_id
                     if seq > conv.max_seen:
                         conv.max_seen = seq
                 else:
@@ -762,6 +767,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         for being let go of."""
         conv.finished = True
         conv.recent_ids = None  # only an open conversation needs them
+        conv.applied_ids = []  # (nor these: what comes after the end is late, unread)
         if self._unfrozen is not None and conv.plan is not None:
             self._unfrozen.append(conv.cid)
         self._open_convs.pop(conv.cid, None)
@@ -982,4 +988,5 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             foreign_events=self._foreign,
             unnamed_given_up=self._unnamed_given_up,
             gaps_passed=self._gaps_passed,
+            sequence_conflicts=self._conflicts,
         )
