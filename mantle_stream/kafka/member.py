@@ -55,6 +55,7 @@ from mantle_stream.core.errors import EventError, FeedError, UsageError
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, client_settings, kafka_client
+from mantle_stream.kafka.stamped import StampedOrder
 
 __all__ = ["Member", "MemberStats"]
 
@@ -126,6 +127,8 @@ class Member:
         self._eof: set[int] = set()
         self._partition_count = 0
         self._unkeyed = False
+        # An unkeyed topic's messages, merged across partitions by record timestamp.
+        self._stamped = StampedOrder(evaluator.reorder_window)
         self._published = 0
         self._commits = 0
         self._restored = 0
@@ -370,6 +373,12 @@ class Member:
                 self._refuse_unkeyed()
         if by_partition:
             self._last_message = time.monotonic()
+        if self._unkeyed:  # a conversation over several partitions: by record time
+            for partition, batch in by_partition.items():
+                self._stamped.add(partition, batch)
+            for partition, run in self._stamped.ready(self._assigned - self._eof):
+                self._apply_partition(partition, run)
+            return
         for partition, batch in by_partition.items():
             self._apply_partition(partition, batch)
 
@@ -595,6 +604,7 @@ class Member:
                 self._forget(cid)
         self._assigned -= partitions
         self._eof -= partitions
+        self._stamped.forget(partitions)
         for partition in partitions:
             self._next.pop(partition, None)
 
