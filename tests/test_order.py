@@ -16,6 +16,7 @@ import json
 import random
 import tracemalloc
 import xml.etree.ElementTree as ET
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import pytest
 
 import mantle_stream as ms
 from mantle_stream.core.verdicts import Occurrence
-from mantle_stream.feeds import open_feed
+from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.outputs.junit import JunitWriter
 from mantle_stream.outputs.report import build_report, notes
 from mantle_stream.runner import Runner
@@ -187,34 +188,53 @@ def test_a_row_without_sequence_waits_behind_the_rows_that_came_before_it() -> N
 # --------------------------------------------------------------------------
 
 
-async def test_a_gap_is_given_up_after_the_gap_timeout_not_on_a_short_quiet() -> None:
+def timed_run(gap_timeout: float) -> tuple[ms.Evaluator, Runner, list[tuple[float, ms.Decision]]]:
+    """An evaluator of one skill check, and a runner over it that notes how long
+    after its start each decision came."""
     evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
     decided: list[tuple[float, ms.Decision]] = []
     started = anyio.current_time()
     runner = Runner(
         evaluator,
         linger=0.1,
-        gap_timeout=0.8,
+        gap_timeout=gap_timeout,
         on_decisions=lambda ds: decided.extend((anyio.current_time() - started, d) for d in ds),
     )
+    return evaluator, runner, decided
+
+
+async def play_with_a_gap(
+    runner: Runner, feed: Feed, meanwhile: Callable[[], Awaitable[None]]
+) -> None:
+    """A simulator on ``feed`` sends sequences 0 and 2 (1 never comes), waits for
+    ``meanwhile``, then ends the conversation; ``runner`` judges it."""
+    host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+    async def simulator() -> None:
+        async with await anyio.connect_tcp(host, int(port)) as stream:
+            await stream.send(row(0, session_started={}) + b"\n")
+            await stream.send(row(2, skill_activated={"skill_id": "k"}) + b"\n")
+            await meanwhile()
+            await stream.send(row(3, session_ended={}) + b"\n")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(simulator)
+        await runner.run(feed)
+
+
+async def test_a_gap_is_given_up_after_the_gap_timeout_not_on_a_short_quiet() -> None:
+    evaluator, runner, decided = timed_run(gap_timeout=0.8)
+
+    async def meanwhile() -> None:
+        await anyio.sleep(0.3)  # quiet, but not for long enough
+        assert decided == []
+        await anyio.sleep(1.2)
+
     async with open_feed("tcp://127.0.0.1:0") as feed:
         # A live source that can reorder a conversation (as an unkeyed Kafka topic
         # does): its gaps are waited for. (A connection itself delivers in order.)
         feed.ordered = False
-        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
-
-        async def simulator() -> None:
-            async with await anyio.connect_tcp(host, int(port)) as stream:
-                await stream.send(row(0, session_started={}) + b"\n")
-                await stream.send(row(2, skill_activated={"skill_id": "k"}) + b"\n")  # 1 lost
-                await anyio.sleep(0.3)  # quiet, but not for long enough
-                assert decided == []
-                await anyio.sleep(1.2)
-                await stream.send(row(3, session_ended={}) + b"\n")
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(simulator)
-            await runner.run(feed)
+        await play_with_a_gap(runner, feed, meanwhile)
     [(when, decision)] = decided
     assert (decision.verdict, decision.decided_at) == ("passed", 2)
     assert 0.7 <= when <= 1.5
@@ -273,30 +293,15 @@ def test_an_ordered_source_still_skips_duplicates_and_refuses_wild_sequences() -
 
 
 async def test_one_connection_passes_a_gap_at_once_not_after_the_gap_timeout() -> None:
-    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
-    decided: list[tuple[float, ms.Decision]] = []
-    started = anyio.current_time()
-    runner = Runner(
-        evaluator,
-        linger=0.1,
-        gap_timeout=5,
-        on_decisions=lambda ds: decided.extend((anyio.current_time() - started, d) for d in ds),
-    )
+    evaluator, runner, decided = timed_run(gap_timeout=5)
+
+    async def meanwhile() -> None:
+        with anyio.fail_after(2):
+            while not decided:
+                await anyio.sleep(0.02)
+
     async with open_feed("tcp://127.0.0.1:0") as feed:
-        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
-
-        async def simulator() -> None:
-            async with await anyio.connect_tcp(host, int(port)) as stream:
-                await stream.send(row(0, session_started={}) + b"\n")
-                await stream.send(row(2, skill_activated={"skill_id": "k"}) + b"\n")  # 1 unsent
-                with anyio.fail_after(2):
-                    while not decided:
-                        await anyio.sleep(0.02)
-                await stream.send(row(3, session_ended={}) + b"\n")
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(simulator)
-            await runner.run(feed)
+        await play_with_a_gap(runner, feed, meanwhile)
     [(when, decision)] = decided
     assert (decision.verdict, decision.decided_at) == ("passed", 2)
     assert when < 2
