@@ -44,15 +44,16 @@ def _row(cid: str, n: int, **payload: Any) -> bytes:
     ).encode()  # fmt: skip
 
 
-def _conversation(cid: str, first: int, second: int) -> list[tuple[int, int, bytes]]:
-    """(partition, timestamp ms, row): written 1 then 2, spread over two partitions so
-    that reading either partition first sees 2 before 1 (or the end before both)."""
+def _conversation(cid: str, first: int, second: int, at: int) -> list[tuple[int, int, bytes]]:
+    """(partition, timestamp ms, row) from time ``at``: written 1 then 2, spread over two
+    partitions so that reading either partition first sees 2 before 1 (or the end
+    before both)."""
     return [
-        (first, 1000, _row(cid, 0, session_started={})),
-        (second, 1001, _row(cid, 1, user={"text": "hi"})),
-        (second, 1002, _row(cid, 2, memory_set={"key": "a.x", "value_json": "1"})),
-        (first, 1003, _row(cid, 3, memory_set={"key": "a.x", "value_json": "2"})),
-        (second, 1004, _row(cid, 4, session_ended={})),
+        (first, at, _row(cid, 0, session_started={})),
+        (second, at + 1, _row(cid, 1, user={"text": "hi"})),
+        (second, at + 2, _row(cid, 2, memory_set={"key": "a.x", "value_json": "1"})),
+        (first, at + 3, _row(cid, 3, memory_set={"key": "a.x", "value_json": "2"})),
+        (second, at + 4, _row(cid, 4, session_ended={})),
     ]
 
 
@@ -63,7 +64,9 @@ def test_rows_without_sequence_across_partitions_go_by_record_timestamp(
     kafka_broker.create_topic(topic, 2)
     producer = Producer(kafka_broker.config())
     # Mirrored: whichever partition a member reads first, one of them is out of order.
-    for partition, stamp, value in _conversation("a", 0, 1) + _conversation("b", 1, 0):
+    # (One producer: each partition's timestamps go up, as a real producer's do.)
+    rows = _conversation("a", 0, 1, at=1000) + _conversation("b", 1, 0, at=1010)
+    for partition, stamp, value in rows:
         producer.produce(topic, value=value, partition=partition, timestamp=stamp)
     assert producer.flush(10) == 0
     scenario = tmp_path / "last_write.yml"
@@ -76,7 +79,7 @@ def test_rows_without_sequence_across_partitions_go_by_record_timestamp(
     report = json.loads(proc.stdout)
     verdicts = {c["conversation_id"]: c["verdict"] for c in report["conversations"]}
     # In record-time order the last write of a.x is 2 in both.
-    assert verdicts == {"a": "passed", "b": "passed"}, proc.stderr
+    assert verdicts == {"a": "passed", "b": "passed"}, (proc.stderr, report)
     assert "warnings" not in report  # nothing late: each ended after its last row
 
 

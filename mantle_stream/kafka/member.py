@@ -376,7 +376,9 @@ class Member:
         if self._unkeyed:  # a conversation over several partitions: by record time
             for partition, batch in by_partition.items():
                 self._stamped.add(partition, batch)
-            for partition, run in self._stamped.ready(self._assigned - self._eof):
+            # Every partition of the topic: one not assigned yet may hold older rows.
+            every = set(range(self._partition_count)) or self._assigned
+            for partition, run in self._stamped.ready(every - self._eof):
                 self._apply_partition(partition, run)
             return
         for partition, batch in by_partition.items():

@@ -12,11 +12,14 @@ others back), and are then handed on oldest first. At most ``window``
 messages wait: beyond that, the oldest go on. Messages not handed on yet were
 not applied, so the member's commit never passes them.
 
-What it cannot recover (docs/semantics.md): messages with equal timestamps on
-different partitions (Rasa publishes a turn's events in one burst, often
-within one millisecond: they go in partition order); a message that reaches
-its partition later than ``window`` messages after one stamped after it; a
-topic whose timestamps are not the producer's (``LogAppendTime``).
+It relies on each partition's timestamps going up (one producer's clock: a
+partition read up to time T holds nothing older after). What it cannot
+recover (docs/semantics.md): messages with equal timestamps on different
+partitions (Rasa publishes a turn's events in one burst, often within one
+millisecond: they go in partition order); a partition whose timestamps go
+back (several producers with skewed clocks); a message that reaches its
+partition later than ``window`` messages after one stamped after it; a topic
+whose timestamps are not the producer's (``LogAppendTime``).
 """
 
 from __future__ import annotations
