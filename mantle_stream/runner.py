@@ -198,6 +198,9 @@ class Runner:
         # reconnecting simulator takes them over.
         feed.on_gone = evaluator.release_owner
         async for chunk in feed:
+            # The source's word, which it may learn as it reads (a SQL table's ids):
+            # where each conversation comes in order, a gap never fills.
+            evaluator.ordered = feed.ordered
             self.bytes_read += len(chunk.data)
             peer = chunk.peer
             line_of = chunk.line_of

@@ -66,8 +66,9 @@ def test_watch_into_a_pipe_prints_one_line_per_verdict_then_the_summary() -> Non
     assert lines[143] == "26 failed assertions:"
     assert lines[-2].startswith("13 conversations: 5 passed, 8 failed")
     assert lines[-1] == (
-        "1 gap in `sequence` given up on (normal when the agent's sequences skip numbers): "
-        "`sim-66a038ae-b30b-47be-8eb5-64703ce5024f` sequences 36-37"
+        "1 gap in `sequence` passed at once (the source delivers each conversation in "
+        "order: those events were never sent): `sim-66a038ae-b30b-47be-8eb5-64703ce5024f` "
+        "sequences 36-37"
     )
 
 

@@ -42,15 +42,16 @@ def test_every_warning_names_its_conversation_and_sequence_in_the_text(tmp_path:
 def test_the_json_report_lists_where_each_warning_was_beside_its_count(tmp_path: Path) -> None:
     proc = run_cli("check", CARD, "--events", str(irregular_feed(tmp_path)), "--format", "json")
     warnings = json.loads(proc.stdout)["warnings"]
-    # The counts as before (a published contract: keys are added, never renamed).
+    # The counts as before (a published contract: keys are added, never renamed); one
+    # file holds each conversation in order, so its gap is passed, not waited for.
     assert {k: v for k, v in warnings.items() if k != "occurrences"} == {
         "duplicates": 1,
-        "gaps": 1,
+        "gaps_passed": 1,
         "late_events": 1,
     }
     assert warnings["occurrences"] == [
         {"warning": "duplicates", "conversation_id": CARD_OK, "sequence": 2},
-        {"warning": "gaps", "conversation_id": CARD_OK, "sequence": 4},
+        {"warning": "gaps_passed", "conversation_id": CARD_OK, "sequence": 4},
         {"warning": "late_events", "conversation_id": CARD_OK, "sequence": 999},
     ]
 
@@ -78,8 +79,9 @@ def test_strict_does_not_fail_the_examples_for_the_gap_expected_md_calls_normal(
     assert proc.returncode == 1, proc.stderr  # the failed runs; nothing --strict fails for
     assert "--strict" not in proc.stderr
     assert (
-        "mantle-stream: warning: 1 gap in `sequence` given up on (normal when the agent's "
-        f"sequences skip numbers): `{GAPPY}` sequences 36-37\n"
+        "mantle-stream: warning: 1 gap in `sequence` passed at once (the source delivers "
+        "each conversation in order: those events were never sent): "
+        f"`{GAPPY}` sequences 36-37\n"
     ) in proc.stderr
 
 
@@ -93,3 +95,36 @@ def test_strict_names_where_events_of_unknown_kinds_were(tmp_path: Path) -> None
     assert json.loads(proc.stdout)["warnings"]["occurrences"] == [
         {"warning": "unknown_kinds", "conversation_id": "c-9", "sequence": 0}
     ]
+
+
+def test_a_sequence_conflict_is_named_with_both_ids_in_the_text_and_the_json(
+    tmp_path: Path,
+) -> None:
+    # The card run with another event at its sequence 5 (a renumbered session
+    # restart): applied after the first, counted, and both ids named.
+    lines = CARD_EVENTS.read_text().splitlines(keepends=True)
+    first = [line for line in lines if CARD_OK in line]
+    fifth = json.loads(first[5])
+    assert fifth["sequence"] == 5
+    other = {**fifth, "event_id": "01a230d5-ffff-7000-8000-000000000005"}
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text("".join(first[:6]) + json.dumps(other) + "\n" + "".join(first[6:]))
+    proc = run_cli("check", CARD, "--events", str(feed), "--format", "json")
+    warnings = json.loads(proc.stdout)["warnings"]
+    assert warnings == {
+        "occurrences": [
+            {
+                "warning": "sequence_conflicts",
+                "conversation_id": CARD_OK,
+                "sequence": 5,
+                "event_id": other["event_id"],
+                "applied_event_id": fifth["event_id"],
+            }
+        ],
+        "sequence_conflicts": 1,
+    }
+    assert (
+        "mantle-stream: warning: 1 sequence conflict (another event at a sequence already "
+        f"applied: applied after the first): `{CARD_OK}` sequence 5 "
+        f"(`{other['event_id']}` after `{fifth['event_id']}`)\n"
+    ) in proc.stderr

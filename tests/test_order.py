@@ -11,10 +11,12 @@ are told apart by ``event_id``; a gap is given up on only after a count
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import tracemalloc
 import xml.etree.ElementTree as ET
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ import anyio
 import pytest
 
 import mantle_stream as ms
-from mantle_stream.feeds import open_feed
+from mantle_stream.core.verdicts import Occurrence
+from mantle_stream.feeds import Feed, open_feed
 from mantle_stream.outputs.junit import JunitWriter
 from mantle_stream.outputs.report import build_report, notes
 from mantle_stream.runner import Runner
@@ -185,31 +188,53 @@ def test_a_row_without_sequence_waits_behind_the_rows_that_came_before_it() -> N
 # --------------------------------------------------------------------------
 
 
-async def test_a_gap_is_given_up_after_the_gap_timeout_not_on_a_short_quiet() -> None:
+def timed_run(gap_timeout: float) -> tuple[ms.Evaluator, Runner, list[tuple[float, ms.Decision]]]:
+    """An evaluator of one skill check, and a runner over it that notes how long
+    after its start each decision came."""
     evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})])
     decided: list[tuple[float, ms.Decision]] = []
     started = anyio.current_time()
     runner = Runner(
         evaluator,
         linger=0.1,
-        gap_timeout=0.8,
+        gap_timeout=gap_timeout,
         on_decisions=lambda ds: decided.extend((anyio.current_time() - started, d) for d in ds),
     )
+    return evaluator, runner, decided
+
+
+async def play_with_a_gap(
+    runner: Runner, feed: Feed, meanwhile: Callable[[], Awaitable[None]]
+) -> None:
+    """A simulator on ``feed`` sends sequences 0 and 2 (1 never comes), waits for
+    ``meanwhile``, then ends the conversation; ``runner`` judges it."""
+    host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
+
+    async def simulator() -> None:
+        async with await anyio.connect_tcp(host, int(port)) as stream:
+            await stream.send(row(0, session_started={}) + b"\n")
+            await stream.send(row(2, skill_activated={"skill_id": "k"}) + b"\n")
+            await meanwhile()
+            await stream.send(row(3, session_ended={}) + b"\n")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(simulator)
+        await runner.run(feed)
+
+
+async def test_a_gap_is_given_up_after_the_gap_timeout_not_on_a_short_quiet() -> None:
+    evaluator, runner, decided = timed_run(gap_timeout=0.8)
+
+    async def meanwhile() -> None:
+        await anyio.sleep(0.3)  # quiet, but not for long enough
+        assert decided == []
+        await anyio.sleep(1.2)
+
     async with open_feed("tcp://127.0.0.1:0") as feed:
-        host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
-
-        async def simulator() -> None:
-            async with await anyio.connect_tcp(host, int(port)) as stream:
-                await stream.send(row(0, session_started={}) + b"\n")
-                await stream.send(row(2, skill_activated={"skill_id": "k"}) + b"\n")  # 1 lost
-                await anyio.sleep(0.3)  # quiet, but not for long enough
-                assert decided == []
-                await anyio.sleep(1.2)
-                await stream.send(row(3, session_ended={}) + b"\n")
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(simulator)
-            await runner.run(feed)
+        # A live source that can reorder a conversation (as an unkeyed Kafka topic
+        # does): its gaps are waited for. (A connection itself delivers in order.)
+        feed.ordered = False
+        await play_with_a_gap(runner, feed, meanwhile)
     [(when, decision)] = decided
     assert (decision.verdict, decision.decided_at) == ("passed", 2)
     assert 0.7 <= when <= 1.5
@@ -226,6 +251,145 @@ async def test_release_held_gives_up_one_conversations_gap() -> None:
     [decision] = evaluator.release_held("a")
     assert (decision.conversation_id, decision.decided_at) == ("a", 2)
     assert evaluator.holding() == ["b"]
+
+
+# --------------------------------------------------------------------------
+# Sources that deliver each conversation in order: a gap is passed at once
+# --------------------------------------------------------------------------
+
+
+def test_an_ordered_source_passes_a_gap_at_once_and_counts_it_apart() -> None:
+    # Rasa numbers events it does not publish (the flat `slot` events of a
+    # scenario's initial slots): from a source that keeps a conversation's order,
+    # the hole is never filled, so nothing waits for it.
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})], ordered=True)
+    evaluator.push_line(row(0, session_started={}))
+    [decision] = evaluator.push_line(row(3, skill_activated={"skill_id": "k"}))
+    assert (decision.verdict, decision.decided_at) == ("passed", 3)
+    evaluator.push_line(row(1, user={"text": "came after all"}))  # late, not applied
+    stats = evaluator.statistics()
+    assert (stats.held, stats.gaps, stats.gaps_passed, stats.late_events) == (0, 0, 1, 1)
+    assert evaluator.judged().occurrences == [
+        Occurrence("gaps_passed", "c", 1, 2),
+        Occurrence("late_events", "c", 1),
+    ]
+
+
+def test_an_ordered_source_does_not_wait_for_sequence_0() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})], ordered=True)
+    [decision] = evaluator.push_line(row(2, skill_activated={"skill_id": "k"}))
+    assert decision.decided_at == 2
+    assert evaluator.judged().occurrences == [Occurrence("gaps_passed", "c", 0, 1)]
+
+
+def test_an_ordered_source_still_skips_duplicates_and_refuses_wild_sequences() -> None:
+    evaluator = ms.Evaluator([scenario({"skill_activated": {"skill_id": "k"}})], ordered=True)
+    evaluator.push_line(row(0, session_started={}))
+    evaluator.push_line(row(0, session_started={}))
+    with pytest.raises(ms.EventError, match="a wrong number, not a gap"):
+        evaluator.push_line(row(10**6, user={"text": "typo"}))
+    stats = evaluator.statistics()
+    assert (stats.duplicates, stats.gaps_passed) == (1, 0)
+
+
+async def test_one_connection_passes_a_gap_at_once_not_after_the_gap_timeout() -> None:
+    evaluator, runner, decided = timed_run(gap_timeout=5)
+
+    async def meanwhile() -> None:
+        with anyio.fail_after(2):
+            while not decided:
+                await anyio.sleep(0.02)
+
+    async with open_feed("tcp://127.0.0.1:0") as feed:
+        await play_with_a_gap(runner, feed, meanwhile)
+    [(when, decision)] = decided
+    assert (decision.verdict, decision.decided_at) == ("passed", 2)
+    assert when < 2
+    stats = evaluator.statistics()
+    assert (stats.gaps, stats.gaps_passed, stats.held) == (0, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("specs", "ordered"),
+    [
+        (["one.jsonl"], True),
+        (["one.jsonl", "two.jsonl"], False),  # several files may split a conversation
+        (["dir"], False),
+        (["-"], False),  # a pipe may carry anything (a dump of an unkeyed topic)
+    ],
+    ids=["one file", "several files", "a directory", "stdin"],
+)
+async def test_files_say_whether_they_keep_each_conversations_order(
+    tmp_path: Path, specs: list[str], ordered: bool
+) -> None:
+    (tmp_path / "dir").mkdir()
+    for name in ("one.jsonl", "two.jsonl", "dir/a.jsonl"):
+        (tmp_path / name).write_bytes(row(0, session_started={}) + b"\n")
+    paths = [s if s == "-" else str(tmp_path / s) for s in specs]
+    async with open_feed(paths, stdin=io.BytesIO(row(0, session_started={}))) as feed:
+        assert feed.ordered is ordered
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["follow:events.jsonl", "tcp://127.0.0.1:0", "sqlite:///events.db", "http://127.0.0.1:9"],
+    ids=["follow", "one connection per conversation", "a SQL table by id", "tracker endpoint"],
+)
+def test_live_stores_and_servers_keep_each_conversations_order(spec: str) -> None:
+    assert open_feed(spec).ordered
+
+
+# --------------------------------------------------------------------------
+# Same sequence, another event: a sequence conflict, not a duplicate
+# --------------------------------------------------------------------------
+
+RENUMBERED = row(2, event_id="renumbered", memory_set={"key": "a.x", "value_json": "2"})
+
+
+def test_another_event_at_an_applied_sequence_is_applied_after_it_and_named() -> None:
+    # Rasa's SQL tracker store renumbers in some session-restart paths: the broker
+    # then carries two events at one sequence. The second is no duplicate.
+    lines = [
+        row(0, session_started={}),
+        row(1, user={"text": "hi"}),
+        row(2, memory_set={"key": "a.x", "value_json": "1"}),
+        RENUMBERED,
+    ]
+    got, stats = outcomes(lines, NOT_SET_LAST)
+    assert got == [("passed", None)]  # the last write was 2: applied after the first
+    assert (stats.sequence_conflicts, stats.duplicates, stats.events) == (1, 0, 4)
+    evaluator = ms.Evaluator([scenario(NOT_SET_LAST)])
+    for line in lines:
+        evaluator.push_line(line)
+    assert evaluator.judged().occurrences == [
+        Occurrence("sequence_conflicts", "c", 2, None, "renumbered", "c-2")
+    ]
+
+
+def test_a_sequence_conflict_delivered_again_is_a_duplicate() -> None:
+    first = row(2, memory_set={"key": "a.x", "value_json": "1"})
+    lines = [row(0, session_started={}), row(1, user={"text": "hi"}), first, RENUMBERED]
+    got, stats = outcomes([*lines, RENUMBERED, first], NOT_SET_LAST)  # at least once
+    assert got == [("passed", None)]  # each applied once: the last write was 2
+    assert (stats.sequence_conflicts, stats.duplicates) == (1, 2)
+
+
+def test_two_events_held_at_one_sequence_are_applied_in_arrival_order() -> None:
+    lines = [
+        row(0, session_started={}),
+        row(2, memory_set={"key": "a.x", "value_json": "1"}),
+        RENUMBERED,  # waits with it for sequence 1
+        row(1, user={"text": "hi"}),
+    ]
+    got, stats = outcomes(lines, NOT_SET_LAST)
+    assert got == [("passed", None)]
+    assert (stats.sequence_conflicts, stats.duplicates, stats.held) == (1, 0, 0)
+
+
+def test_a_row_at_an_applied_sequence_with_the_same_id_is_still_a_duplicate() -> None:
+    lines = [row(0, session_started={}), row(1, user={"text": "hi"})]
+    _, stats = outcomes([*lines, lines[1], lines[0]], NOT_SET_LAST, ordered=True)
+    assert (stats.sequence_conflicts, stats.duplicates) == (0, 2)
 
 
 # --------------------------------------------------------------------------
@@ -375,25 +539,31 @@ def test_a_restored_run_counts_the_events_of_unjudged_conversations_once() -> No
     assert resumed.statistics().events == first.statistics().events == 2
 
 
-async def test_a_file_is_judged_the_same_however_slowly_it_is_read(tmp_path: Any) -> None:
-    # The gap timeout is for live feeds: on a file, conversation c's missing
-    # sequence 1 comes near the end, and is applied in order however long the
-    # reading took to get there.
-    path = tmp_path / "feed.jsonl"
+async def test_files_are_judged_the_same_however_slowly_they_are_read(tmp_path: Any) -> None:
+    # The gap timeout is for live feeds: on files (several: they may split a
+    # conversation in any order), conversation c's missing sequence 1 comes near
+    # the end, and is applied in order however long the reading took to get there.
     filler = [row(i % 500, f"f{i // 500}", user={"text": "x"}) for i in range(40_000)]
-    lines = [
-        row(0, session_started={}),
-        row(2, memory_set={"key": "a.x", "value_json": "2"}),
-        *filler,
-        row(1, memory_set={"key": "a.x", "value_json": "1"}),
-    ]
-    path.write_bytes(b"\n".join(lines) + b"\n")
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(
+        b"\n".join(
+            [
+                row(0, session_started={}),
+                row(2, memory_set={"key": "a.x", "value_json": "2"}),
+                *filler,
+            ]
+        )
+        + b"\n"
+    )
+    second.write_bytes(row(1, memory_set={"key": "a.x", "value_json": "1"}) + b"\n")
     evaluator = ms.Evaluator([scenario(NOT_SET_LAST)])
-    async with open_feed(str(path)) as feed:
+    async with open_feed([str(first), str(second)]) as feed:
+        assert not feed.ordered
         await Runner(evaluator, gap_timeout=0.001).run(feed)
     result = next(r for r in evaluator.results() if r.conversation_id == "c")
     assert result.assertions[0].verdict == "passed"  # the last write, in order, was 2
-    assert evaluator.statistics().gaps == 0
+    stats = evaluator.statistics()
+    assert (stats.gaps, stats.gaps_passed, stats.late_events) == (0, 0, 0)
 
 
 async def test_a_conversation_settled_by_the_gap_timeout_gets_its_stop_message() -> None:
@@ -406,6 +576,7 @@ async def test_a_conversation_settled_by_the_gap_timeout_gets_its_stop_message()
         ]
     )
     async with open_feed("tcp://127.0.0.1:0") as feed:
+        feed.ordered = False  # a source that can reorder: the gap is waited for
         host, port = feed.address.removeprefix("tcp://").rsplit(":", 1)  # type: ignore[union-attr]
 
         async def simulator() -> None:

@@ -267,13 +267,17 @@ class Occurrence(msgspec.Struct, frozen=True, omit_defaults=True):
     """Where one of the feed's irregularities happened: the conversation and sequence
     of a gap given up on (``sequence`` to ``last``), a late, duplicate or foreign
     event, or one of a kind this version does not know. ``warning`` is the report's
-    counter it adds to (``gaps``, ``late_events``, ``duplicates``, ``foreign_events``,
-    ``unknown_kinds``)."""
+    counter it adds to (``gaps``, ``gaps_passed``, ``late_events``, ``duplicates``,
+    ``sequence_conflicts``, ``foreign_events``, ``unknown_kinds``)."""
 
     warning: str
     conversation_id: str
     sequence: int | None = None  # None: a row without one
     last: int | None = None  # a gap's last missing sequence, when it spans several
+    # A sequence conflict: the event applied after the one already applied at its
+    # sequence (``applied_event_id``).
+    event_id: str | None = None
+    applied_event_id: str | None = None
 
 
 def bounded(occurrences: Iterable[Occurrence]) -> list[Occurrence]:
@@ -309,3 +313,9 @@ class Statistics(msgspec.Struct, frozen=True):
     foreign_events: int = 0  # for a conversation another connection owns: refused
     # Conversations that named no scenario within MAX_UNNAMED_BUFFER events or bytes.
     unnamed_given_up: int = 0
+    # Missing sequences passed at once: the source delivers each conversation in
+    # order (Feed.ordered), so they were never sent (Rasa numbers events it does
+    # not publish); unlike `gaps`, nothing was held for them.
+    gaps_passed: int = 0
+    # Events at a sequence already applied with another event_id: applied after it.
+    sequence_conflicts: int = 0

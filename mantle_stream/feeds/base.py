@@ -303,15 +303,20 @@ class QueuedFeed:
 
     ``name`` is what to show in messages; ``live`` feeds (follow, tcp, unix)
     never end by themselves -- the consumer decides when a live run ends by
-    no longer iterating. ``address`` is the bound ``tcp://HOST:PORT`` (the
-    real port when 0 was asked) or ``unix:PATH``, else None.
+    no longer iterating. ``ordered``: the source delivers each conversation's
+    events in the order they were numbered (see the Feed protocol). ``address``
+    is the bound ``tcp://HOST:PORT`` (the real port when 0 was asked) or
+    ``unix:PATH``, else None.
     """
 
     # ``_peers``: every open connection, closed by __aexit__ whatever happens.
 
-    def __init__(self, name: str, *, live: bool, max_line_bytes: int) -> None:
+    def __init__(
+        self, name: str, *, live: bool, max_line_bytes: int, ordered: bool = False
+    ) -> None:
         self.name = name
         self.live = live
+        self.ordered = ordered
         self.address: str | None = None
         self._max_line_bytes = max_line_bytes
         # Files are read in large blocks, but at most half the line limit: a

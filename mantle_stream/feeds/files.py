@@ -123,6 +123,10 @@ class FileFeed(QueuedFeed):
             files.append(path)
         if len(self._paths) > 1 or os.path.isdir(self._paths[0]):
             self._files = files
+        else:
+            # One file holds each conversation in the order it was written;
+            # several may split one in any order, and a pipe may carry anything.
+            self.ordered = True
 
     async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
         with send:

@@ -38,7 +38,8 @@ class FollowFeed(QueuedFeed):
     def __init__(
         self, spec: str, path: str, options: FollowOptions, *, max_line_bytes: int
     ) -> None:
-        super().__init__(spec, live=True, max_line_bytes=max_line_bytes)
+        # One file, appended to in order: a conversation's events in their order.
+        super().__init__(spec, live=True, max_line_bytes=max_line_bytes, ordered=True)
         self._path = path
         self._poll = options.poll_interval
         self._file: BinaryIO | None = None

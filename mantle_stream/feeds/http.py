@@ -118,7 +118,8 @@ class HttpFeed(QueuedFeed):
     """The trackers of ``options.conversations`` from a Rasa server at ``spec``; ends."""
 
     def __init__(self, spec: str, options: HttpOptions, *, max_line_bytes: int) -> None:
-        super().__init__(redact(spec), live=False, max_line_bytes=max_line_bytes)
+        # A tracker document is a whole conversation, in its order.
+        super().__init__(redact(spec), live=False, max_line_bytes=max_line_bytes, ordered=True)
         self._base = spec.rstrip("/")
         self._secrets = (*secrets_in(spec), options.token or "", options.jwt or "")
         self._options = options

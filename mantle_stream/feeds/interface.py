@@ -65,6 +65,12 @@ class Feed(Protocol):
 
     name: str
     live: bool
+    #: Each conversation's events arrive in the order they were numbered (one
+    #: file, a SQL table by id, one connection per conversation, a tracker
+    #: document): a gap in ``sequence`` never fills, so the engine passes it at
+    #: once (:attr:`Evaluator.ordered <mantle_stream.Evaluator>`). False where
+    #: the source can reorder a conversation (several files, standard input).
+    ordered: bool
     address: str | None
     #: Called with (client, reason) for every client the listener turns away.
     on_rejected: Callable[[str, str], object] | None

@@ -135,7 +135,9 @@ class _SocketFeed(QueuedFeed):
     """Listens and serves up to ``max_connections`` clients at once; never ends."""
 
     def __init__(self, spec: str, *, max_line_bytes: int, admission: Admission) -> None:
-        super().__init__(spec, live=True, max_line_bytes=max_line_bytes)
+        # A conversation belongs to one connection at a time (the evaluator refuses
+        # another's events: `owner`), and a connection delivers in the order sent.
+        super().__init__(spec, live=True, max_line_bytes=max_line_bytes, ordered=True)
         self._listeners: Sequence[SocketListener] = ()
         self._admission = admission
         # ``_peers`` (the base class's) holds every open connection, admitted

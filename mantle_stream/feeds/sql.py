@@ -417,7 +417,9 @@ class SqlFeed(QueuedFeed):
     def __init__(
         self, spec: str, url: str, options: SqlOptions, *, live: bool, max_line_bytes: int
     ) -> None:
-        super().__init__(redact(spec), live=live, max_line_bytes=max_line_bytes)
+        # Rows are read by `id`: the order they were written in, while ids are
+        # integers (an autoincrement; see _chunks).
+        super().__init__(redact(spec), live=live, max_line_bytes=max_line_bytes, ordered=True)
         self._url = url
         self._options = options
         self._db: _Database | None = None
@@ -640,6 +642,9 @@ class SqlFeed(QueuedFeed):
                 # place in id order from the first that is not an integer on.
                 if not self._by_place:
                     self._by_place = True
+                    # Ordered by value, not by when they were written: a
+                    # conversation's rows may come in any order.
+                    self.ordered = False
                     self._where = f"{redact(self._url)} (table {TABLE}, row in id order)"
                 row_id = self._rows
             raw = _raw(data)

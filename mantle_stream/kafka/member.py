@@ -57,6 +57,7 @@ from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
+from mantle_stream.kafka.stamped import StampedOrder
 
 __all__ = ["Member", "MemberStats"]
 
@@ -137,6 +138,8 @@ class Member:
         self._commit_failing = False  # the last commit could not be done (and was told)
         self._last_commit = self.started  # when offsets were last committed
         self._consumer_errors_said: set[int] = set()  # codes of errors consume gave, told
+        # An unkeyed topic's messages, merged across partitions by record timestamp.
+        self._stamped = StampedOrder(evaluator.reorder_window)
         self._published = 0
         self._commits = 0
         self._restored = 0
@@ -389,6 +392,14 @@ class Member:
                 self._refuse_unkeyed()
         if by_partition:
             self._last_message = time.monotonic()
+        if self._unkeyed:  # a conversation over several partitions: by record time
+            for partition, batch in by_partition.items():
+                self._stamped.add(partition, batch)
+            # Every partition of the topic: one not assigned yet may hold older rows.
+            every = set(range(self._partition_count)) or self._assigned
+            for partition, run in self._stamped.ready(every - self._eof):
+                self._apply_partition(partition, run)
+            return
         for partition, batch in by_partition.items():
             self._apply_partition(partition, batch)
 
@@ -720,6 +731,7 @@ class Member:
                 self._forget(cid)
         self._assigned -= partitions
         self._eof -= partitions
+        self._stamped.forget(partitions)
         for partition in partitions:
             self._next.pop(partition, None)
 

@@ -136,6 +136,14 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     # Where each gap, late, duplicate, foreign and unknown event counted above was: its
     # conversation and sequence (the first MAX_OCCURRENCES of each warning).
     occurrences: list[Occurrence] = []
+    # Missing sequences passed at once, not waited for: the source delivers each
+    # conversation in order, so they were never sent (Rasa numbers events it does
+    # not publish, such as the `slot` events of a scenario's initial slots).
+    gaps_passed: int = 0
+    # Events at a sequence already applied with another event_id (Rasa's SQL tracker
+    # store renumbers in some session-restart paths): applied after the first; each
+    # occurrence names both ids (`event_id`, `applied_event_id`).
+    sequence_conflicts: int = 0
 
 
 class ScenarioAssertion(msgspec.Struct, frozen=True):
@@ -519,6 +527,8 @@ def build_report(
         bad_events=stats.bad_events,
         duplicates=stats.duplicates,
         gaps=stats.gaps,
+        gaps_passed=stats.gaps_passed,
+        sequence_conflicts=stats.sequence_conflicts,
         late_events=stats.late_events,
         # In a defined order: what several workers counted reads the same.
         unknown_kinds=dict(sorted(judged.unknown_kinds.items())),
@@ -602,6 +612,7 @@ def _where(w: Warnings, warning: str) -> str:
     """Where a warning's events were, for its line: each conversation in backticks and
     its sequences (a gap as ``36-37``), at most :data:`MAX_NAMED` conversations."""
     by_conversation: dict[str, list[str]] = {}
+    ranges: set[str] = set()  # conversations with a gap of several sequences
     for o in w.occurrences:
         if o.warning != warning:
             continue
@@ -609,12 +620,16 @@ def _where(w: Warnings, warning: str) -> str:
             at = "(no sequence)"
         else:
             at = str(o.sequence) if o.last is None else f"{o.sequence}-{o.last}"
+        if o.last is not None:
+            ranges.add(o.conversation_id)
+        if o.event_id is not None:
+            at += f" (`{o.event_id}` after `{o.applied_event_id}`)"
         by_conversation.setdefault(o.conversation_id, []).append(at)
     if not by_conversation:
         return ""  # (a report built before they were listed, or past MAX_OCCURRENCES)
     named = []
     for cid, sequences in list(by_conversation.items())[:MAX_NAMED]:
-        noun = "sequence" if len(sequences) == 1 and "-" not in sequences[0] else "sequences"
+        noun = "sequence" if len(sequences) == 1 and cid not in ranges else "sequences"
         named.append(f"`{cid}` {noun} {', '.join(sequences)}")
     more = len(by_conversation) - MAX_NAMED
     if more > 0:
@@ -675,6 +690,19 @@ def notes(report: Report) -> list[str]:
             "gaps",
             "gap",
             "in `sequence` given up on (normal when the agent's sequences skip numbers)",
+        ),
+        (
+            w.gaps_passed,
+            "gaps_passed",
+            "gap",
+            "in `sequence` passed at once (the source delivers each conversation in order: "
+            "those events were never sent)",
+        ),
+        (
+            w.sequence_conflicts,
+            "sequence_conflicts",
+            "sequence conflict",
+            "(another event at a sequence already applied: applied after the first)",
         ),
         (
             w.foreign_events,

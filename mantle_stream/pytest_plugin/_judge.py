@@ -128,6 +128,14 @@ class RecentLinesFeed:
         self._pieces: deque[Chunk] = deque()
 
     @property
+    def ordered(self) -> bool:
+        return self.feed.ordered  # (a file knows once it is opened)
+
+    @ordered.setter
+    def ordered(self, value: bool) -> None:
+        self.feed.ordered = value
+
+    @property
     def on_rejected(self) -> Callable[[str, str], object] | None:
         return self.feed.on_rejected
 

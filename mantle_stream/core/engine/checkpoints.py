@@ -76,6 +76,8 @@ class Checkpoint(msgspec.Struct, frozen=True):
     failed: int = 0
     # Where the late, duplicate, gap (and foreign) events counted above were.
     occurrences: list[Occurrence] = []
+    gaps_passed: int = 0
+    sequence_conflicts: int = 0
 
 
 _CHECKPOINT_VERSION = 2
@@ -99,6 +101,8 @@ class Checkpoints:
     _late: int
     _duplicates: int
     _gaps: int
+    _gaps_passed: int
+    _conflicts: int
     _occurrences: list[Occurrence]
     _noted: dict[str, int]
     _decisions: int
@@ -239,6 +243,8 @@ class Checkpoints:
                 late_events=self._late,
                 duplicates=self._duplicates,
                 gaps=self._gaps,
+                gaps_passed=self._gaps_passed,
+                sequence_conflicts=self._conflicts,
                 decisions=self._decisions,
                 passed=self._passed,
                 failed=self._failed,
@@ -301,6 +307,7 @@ class Checkpoints:
                 ) from None
         self._events, self._late = saved.events, saved.late_events
         self._duplicates, self._gaps = saved.duplicates, saved.gaps
+        self._gaps_passed, self._conflicts = saved.gaps_passed, saved.sequence_conflicts
         self._occurrences = list(saved.occurrences)
         self._noted = {}
         for o in self._occurrences:

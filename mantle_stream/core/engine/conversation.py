@@ -32,6 +32,7 @@ from mantle_stream.core.verdicts import (
 )
 
 __all__ = [
+    "APPLIED_IDS",
     "MAX_SEQUENCE_JUMP",
     "MAX_TOMBSTONES",
     "MAX_TURN_STARTS",
@@ -64,6 +65,11 @@ MAX_TOMBSTONES = 100_000
 MAX_TURN_STARTS = 1000
 #: Given-up gaps remembered per conversation, to tell late events from duplicates.
 RECENT_GAPS = 16
+#: Event ids of the last applied sequences remembered per conversation (a power of
+#: two: a slot is ``sequence & (APPLIED_IDS - 1)``), to tell a row delivered again
+#: from another event at the same sequence (a sequence conflict). Further back, a
+#: row at an applied sequence is taken for a duplicate.
+APPLIED_IDS = 32
 
 
 class ScenarioStatus(StrEnum):
@@ -155,6 +161,7 @@ class LineFinder:
 
 class Conversation:
     __slots__ = (
+        "applied_ids",
         "armed",
         "buffer",
         "buffered",
@@ -225,6 +232,9 @@ class Conversation:
         # sequence that had arrived before it (`max_seen`).
         self.last_seq = -1
         self.max_seen = -1
+        # The event_id applied at each of the last APPLIED_IDS sequences, by
+        # `sequence & (APPLIED_IDS - 1)` (None: unknown, or a gap passed or given up on).
+        self.applied_ids: list[str | None] = [None] * APPLIED_IDS
         self.held: list[tuple[int, int, Event, Payload]] | None = None
         self.gave_up: list[tuple[int, int]] | None = None  # gaps given up on, for late events
         self.replay_upto = -1  # restored from a checkpoint: sequences applied before

@@ -24,6 +24,7 @@ from mantle_stream.core.assertions.compiler import BY_VALUE, Plan, compile_scena
 from mantle_stream.core.defaults import DEFAULT_REGEX_TIMEOUT, DEFAULT_REORDER_WINDOW
 from mantle_stream.core.engine.checkpoints import Checkpoint, Checkpoints, ConversationState
 from mantle_stream.core.engine.conversation import (
+    APPLIED_IDS,
     MAX_TOMBSTONES,
     MAX_TURN_STARTS,
     MAX_UNNAMED_BUFFER,
@@ -76,6 +77,7 @@ __all__ = [
 ]
 
 _parse_json = msgspec.json.Decoder().decode
+_APPLIED_MASK = APPLIED_IDS - 1  # Conversation.applied_ids's slot of a sequence
 
 
 def _value_error(payload: Payload) -> EventError:
@@ -126,6 +128,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
         keep_finished: int | None = None,
         partition: Partition | None = None,
+        ordered: bool = False,
     ) -> None:
         if reorder_window < 0:
             raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
@@ -154,6 +157,10 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             "unmatched": 0,
         }
         self.reorder_window = reorder_window
+        # The source delivers each conversation's events in the order they were
+        # numbered (Feed.ordered; the Runner sets it from its feed): a gap never
+        # fills, so it is passed at once rather than waited for (gaps_passed).
+        self.ordered = ordered
         # One worker of `check --workers`: only its conversations are applied.
         self.partition = partition
         if isinstance(scenarios, Scenario):
@@ -192,6 +199,8 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._late = 0
         self._duplicates = 0  # delivered again: skipped
         self._gaps = 0  # missing sequences given up on
+        self._gaps_passed = 0  # missing sequences passed at once (an ordered source)
+        self._conflicts = 0  # another event at an applied sequence: applied after it
         self._held = 0  # events waiting in reorder windows now
         self._occurrences: list[Occurrence] = []  # where the warnings' events were
         self._noted: dict[str, int] = {}
@@ -505,10 +514,12 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                         continue
                 seq = event.sequence
                 if self._releasing:  # a held event, next in order (see _release)
-                    if seq is not None:
+                    if seq is not None and seq > conv.last_seq:  # (else a conflict)
                         conv.last_seq = seq
+                        conv.applied_ids[seq & _APPLIED_MASK] = event.event_id
                 elif seq is not None and seq == conv.last_seq + 1:  # in order: the usual
                     conv.last_seq = seq
+                    conv.applied_ids[seq & _APPLIED_MASK] = event.event_id
                     if seq > conv.max_seen:
                         conv.max_seen = seq
                 else:
@@ -767,6 +778,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         for being let go of."""
         conv.finished = True
         conv.recent_ids = None  # only an open conversation needs them
+        conv.applied_ids = []  # (nor these: what comes after the end is late, unread)
         if self._unfrozen is not None and conv.plan is not None:
             self._unfrozen.append(conv.cid)
         self._open_convs.pop(conv.cid, None)
@@ -907,6 +919,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 source=source,
                 reorder_window=reorder_window,
                 regex_timeout=regex_timeout,
+                ordered=self.ordered,
             )
         return apart
 
@@ -985,4 +998,6 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             legacy_rows=sum(self._decoder.legacy.values()),
             foreign_events=self._foreign,
             unnamed_given_up=self._unnamed_given_up,
+            gaps_passed=self._gaps_passed,
+            sequence_conflicts=self._conflicts,
         )

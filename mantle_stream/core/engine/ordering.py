@@ -3,8 +3,9 @@
 The evaluator's hot loop applies an event that is the next in its
 conversation at once; everything else comes here: rows without a sequence
 (arrival order, de-duplicated by ``event_id``), events after a gap (held in
-the reorder window until the gap fills or is given up on), duplicates, late
-events, and events seen again after a restore.
+the reorder window until the gap fills or is given up on; passed at once when
+the source is ``ordered``), duplicates, late events, and events seen again
+after a restore.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections import deque
 import msgspec
 
 from mantle_stream.core.engine.conversation import (
+    APPLIED_IDS,
     MAX_SEQUENCE_JUMP,
     RECENT_GAPS,
     RECENT_IDS,
@@ -39,10 +41,13 @@ class Ordering:
     """The evaluator's ordering: a mixin of :class:`~.evaluator.Evaluator`."""
 
     reorder_window: int
+    ordered: bool
     _replayed: int
     _duplicates: int
     _late: int
     _gaps: int
+    _gaps_passed: int
+    _conflicts: int
     _held: int
     _occurrences: list[Occurrence]
     _noted: dict[str, int]  # occurrences kept, per warning
@@ -58,13 +63,24 @@ class Ordering:
         """Apply events (the evaluator's hot loop)."""
         raise NotImplementedError
 
-    def _note(self, warning: str, cid: str, seq: int | None, last: int | None = None) -> None:
+    def _note(
+        self,
+        warning: str,
+        cid: str,
+        seq: int | None,
+        last: int | None = None,
+        ids: tuple[str, str] | None = None,
+    ) -> None:
         """Remember where a warning's event was (the report names it), up to a bound per
-        warning: a hostile feed could send a million duplicates."""
+        warning: a hostile feed could send a million duplicates. ``ids``: a sequence
+        conflict's event and the one applied before it at that sequence."""
         n = self._noted.get(warning, 0)
         if n < MAX_OCCURRENCES:
             self._noted[warning] = n + 1
-            self._occurrences.append(Occurrence(warning, cid, seq, last))
+            if ids is None:
+                self._occurrences.append(Occurrence(warning, cid, seq, last))
+            else:
+                self._occurrences.append(Occurrence(warning, cid, seq, last, *ids))
 
     def _out_of_order(
         self,
@@ -98,6 +114,8 @@ class Ordering:
                 return 0
             return None
         if seq <= conv.last_seq:
+            if self._conflict(conv, event, seq):
+                return None  # another event at that sequence: applied after the first
             return self._behind(conv, seq)
         if seq > conv.max_seen:
             if conv.max_seen >= 0 and seq - conv.max_seen > MAX_SEQUENCE_JUMP:
@@ -112,12 +130,33 @@ class Ordering:
                     position,
                 )
             conv.max_seen = seq
-        if self.reorder_window:
+        if self.ordered:  # what is missing was never sent: nothing to wait for
+            self._give_up(conv, conv.last_seq + 1, seq - 1, passed=True)
+        elif self.reorder_window:
             self._hold(conv, seq, event, payload, out)
             return 0
-        self._give_up(conv, conv.last_seq + 1, seq - 1)  # no window: no waiting
+        else:
+            self._give_up(conv, conv.last_seq + 1, seq - 1)  # no window: no waiting
         conv.last_seq = seq
+        conv.applied_ids[seq & (APPLIED_IDS - 1)] = event.event_id
         return None
+
+    def _conflict(self, conv: Conversation, event: Event, seq: int) -> bool:
+        """True when ``event``, at or below the last applied sequence, is another event
+        than the one applied at ``seq`` (its ``event_id`` differs): a sequence
+        conflict, counted and named, to be applied after the first. Rasa's SQL
+        tracker store renumbers in some session-restart paths, so the broker can
+        carry two events at one sequence. A conflict delivered again is a duplicate
+        (its id is remembered with those of rows without a sequence)."""
+        event_id = event.event_id
+        if not event_id or seq <= conv.last_seq - APPLIED_IDS or seq <= conv.replay_upto:
+            return False  # nothing to tell it by, or too far back to know
+        applied = conv.applied_ids[seq & (APPLIED_IDS - 1)]
+        if applied is None or applied == event_id or self._seen_id(conv, event_id):
+            return False
+        self._conflicts += 1
+        self._note("sequence_conflicts", conv.cid, seq, ids=(event_id, applied))
+        return True
 
     def _behind(self, conv: Conversation, seq: int) -> int:
         """An event at or below the last applied sequence: 1 if it was replayed."""
@@ -209,12 +248,14 @@ class Ordering:
                         force -= 1
                         self._give_up(conv, conv.last_seq + 1, key)
                         conv.last_seq = key
-                elif key <= conv.last_seq:  # held twice: the first copy was applied
-                    heapq.heappop(held)
-                    self._held -= 1
-                    self._duplicates += 1
-                    self._note("duplicates", conv.cid, key)
-                    continue
+                elif key <= conv.last_seq:
+                    if not self._conflict(conv, event, key):  # held twice: the first
+                        heapq.heappop(held)  # copy was applied
+                        self._held -= 1
+                        self._duplicates += 1
+                        self._note("duplicates", conv.cid, key)
+                        continue
+                    # (Another event at that sequence: applied now, after the first.)
                 elif key != conv.last_seq + 1:
                     if force <= 0:
                         break
@@ -230,9 +271,18 @@ class Ordering:
         if not held:
             conv.held = None
 
-    def _give_up(self, conv: Conversation, lo: int, hi: int) -> None:
-        self._gaps += 1
-        self._note("gaps", conv.cid, lo, hi if hi != lo else None)
+    def _give_up(self, conv: Conversation, lo: int, hi: int, *, passed: bool = False) -> None:
+        """Sequences ``lo`` to ``hi`` are missing for good: counted under ``gaps`` (waited
+        for), or ``gaps_passed`` (``passed``: an ordered source, nothing waited for);
+        one that comes after all is late."""
+        if passed:
+            self._gaps_passed += 1
+        else:
+            self._gaps += 1
+        self._note("gaps_passed" if passed else "gaps", conv.cid, lo, hi if hi != lo else None)
+        ids = conv.applied_ids
+        for seq in range(max(lo, hi - APPLIED_IDS + 1), hi + 1):
+            ids[seq & (APPLIED_IDS - 1)] = None  # nothing applied there
         gave_up = conv.gave_up
         if gave_up is None:
             gave_up = conv.gave_up = []
