@@ -188,3 +188,28 @@ def test_check_on_the_examples_prints_the_same_bytes(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == (GOLDEN / "check_examples.json").read_bytes()
     assert out.read_bytes() == (GOLDEN / "check_examples.jsonl").read_bytes()
+
+
+def test_every_counter_is_named_once_and_derived_everywhere_by_name() -> None:
+    """The evaluator's counters (Tally) are Statistics fields; a checkpoint keeps the
+    SAVED ones under the same names; the report's counted warnings are the Warnings
+    fields of the same names. A counter added to Tally reaches them all."""
+    import msgspec
+
+    from mantle_stream.core.engine.checkpoints import Checkpoint
+    from mantle_stream.core.verdicts import COUNTED, SAVED, Statistics, Tally
+    from mantle_stream.outputs.report import WARNING_COUNTS, Warnings
+
+    assert set(COUNTED) <= set(Statistics.__struct_fields__)
+    assert set(SAVED) <= set(COUNTED)
+    assert set(SAVED) <= set(Checkpoint.__struct_fields__)
+    tally = Tally()
+    for i, name in enumerate(COUNTED, 1):
+        setattr(tally, name, i)
+    stats = Statistics(**tally.counted())
+    assert all(getattr(stats, name) == i for i, name in enumerate(COUNTED, 1))
+    restored = Tally()
+    restored.restore(Checkpoint(version=0, scenarios=[], conversations=[], **tally.saved()))
+    assert restored.saved() == tally.saved()
+    counted_warnings = {f.name for f in msgspec.structs.fields(Warnings) if f.name in COUNTED}
+    assert set(WARNING_COUNTS) == counted_warnings

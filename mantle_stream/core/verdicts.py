@@ -35,7 +35,9 @@ from typing import Any, Literal, Self
 import msgspec
 
 __all__ = [
+    "COUNTED",
     "MAX_OCCURRENCES",
+    "SAVED",
     "AssertionResult",
     "CandidateVerdict",
     "ConversationResult",
@@ -44,6 +46,7 @@ __all__ = [
     "Occurrence",
     "Statistics",
     "StopMessage",
+    "Tally",
     "ToolCallScores",
     "ToolEntryResult",
     "Verdict",
@@ -290,6 +293,77 @@ def bounded(occurrences: Iterable[Occurrence]) -> list[Occurrence]:
             seen[o.warning] = n + 1
             kept.append(o)
     return kept
+
+
+class Tally:
+    """An evaluator's running counters, each named as its :class:`Statistics` field:
+    the statistics, a checkpoint's counters and the report's warnings are all derived
+    from it by field name (:data:`COUNTED`, :data:`SAVED`), never spelled out again."""
+
+    __slots__ = (
+        "bad_events",
+        "decisions",
+        "duplicates",
+        "events",
+        "failed",
+        "foreign_events",
+        "gaps",
+        "gaps_passed",
+        "held",
+        "late_events",
+        "passed",
+        "replayed",
+        "sequence_conflicts",
+        "unnamed_given_up",
+    )
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    events: int
+    late_events: int
+    duplicates: int
+    gaps: int
+    gaps_passed: int
+    sequence_conflicts: int
+    held: int  # events waiting in reorder windows now
+    bad_events: int
+    replayed: int
+    foreign_events: int
+    unnamed_given_up: int
+    decisions: int
+    passed: int
+    failed: int
+
+    def counted(self) -> dict[str, int]:
+        """Every counter, by name."""
+        return {name: getattr(self, name) for name in COUNTED}
+
+    def saved(self) -> dict[str, int]:
+        """The counters a checkpoint keeps (:data:`SAVED`), by name."""
+        return {name: getattr(self, name) for name in SAVED}
+
+    def restore(self, saved: object) -> None:
+        """The counters of a checkpoint (any record with the :data:`SAVED` fields)."""
+        for name in SAVED:
+            setattr(self, name, getattr(saved, name))
+
+
+#: Every counter of a Tally (each a Statistics field).
+COUNTED: tuple[str, ...] = Tally.__slots__
+#: The counters a checkpoint keeps: what is open, held or replayed now is not saved.
+SAVED: tuple[str, ...] = (
+    "events",
+    "late_events",
+    "duplicates",
+    "gaps",
+    "gaps_passed",
+    "sequence_conflicts",
+    "decisions",
+    "passed",
+    "failed",
+)
 
 
 class Statistics(msgspec.Struct, frozen=True):

@@ -21,6 +21,7 @@ from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
 from mantle_stream.core.scenario.model import Check, Scenario
 from mantle_stream.core.verdicts import (
+    COUNTED,
     CandidateVerdict,
     ConversationResult,
     Occurrence,
@@ -144,6 +145,11 @@ class Warnings(msgspec.Struct, frozen=True, omit_defaults=True):
     # store renumbers in some session-restart paths): applied after the first; each
     # occurrence names both ids (`event_id`, `applied_event_id`).
     sequence_conflicts: int = 0
+
+
+#: The warnings that are an evaluator's counters: each Warnings field named as a Tally
+#: counter (and so as its Statistics field).
+WARNING_COUNTS: tuple[str, ...] = tuple(n for n in Warnings.__struct_fields__ if n in COUNTED)
 
 
 class ScenarioAssertion(msgspec.Struct, frozen=True):
@@ -524,19 +530,13 @@ def build_report(
     stats = judged.statistics
     gone = judged.omitted
     warnings = Warnings(
-        bad_events=stats.bad_events,
-        duplicates=stats.duplicates,
-        gaps=stats.gaps,
-        gaps_passed=stats.gaps_passed,
-        sequence_conflicts=stats.sequence_conflicts,
-        late_events=stats.late_events,
+        # The counted warnings, by name (see WARNING_COUNTS).
+        **{name: getattr(stats, name) for name in WARNING_COUNTS},
         # In a defined order: what several workers counted reads the same.
         unknown_kinds=dict(sorted(judged.unknown_kinds.items())),
         legacy_rows=dict(sorted(judged.legacy_rows.items())),
         scenarios_without_assertions=[s.name for s in scenarios if not s.assertions],
         refused_clients=dict(refused or {}),
-        foreign_events=stats.foreign_events,
-        unnamed_given_up=stats.unnamed_given_up,
         unread=dict(unread or {}),
         source=list(source),
         # In a defined order, as the counts: what several workers listed reads the same.

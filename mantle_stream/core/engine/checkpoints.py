@@ -25,6 +25,7 @@ from mantle_stream.core.errors import UsageError
 from mantle_stream.core.verdicts import (
     Decision,
     Occurrence,
+    Tally,
     ToolCallScores,
 )
 
@@ -60,7 +61,7 @@ class ConversationState(msgspec.Struct, frozen=True):
 class Checkpoint(msgspec.Struct, frozen=True):
     """Everything an evaluator needs to resume: see :meth:`Evaluator.checkpoint`."""
 
-    version: int
+    version: int  # its counters are named as Tally's (SAVED), set and read by name
     scenarios: list[str]
     conversations: list[ConversationState]  # encoded once each after they finish
     # Per scenario, a digest of its assertions: an edited scenario of the same
@@ -88,6 +89,7 @@ _checkpoint_encoder = msgspec.json.Encoder()
 class Checkpoints:
     """Saving and restoring state: a mixin of :class:`~.evaluator.Evaluator`."""
 
+    tally: Tally
     _plans: list[Plan]
     _by_name: dict[str, Plan]
     _convs: dict[str, Conversation]
@@ -96,18 +98,8 @@ class Checkpoints:
     _omitted: dict[str, int]
     _frozen: dict[str, msgspec.Raw]
     _unfrozen: deque[str] | None
-    _events: int
-    _held: int
-    _late: int
-    _duplicates: int
-    _gaps: int
-    _gaps_passed: int
-    _conflicts: int
     _occurrences: list[Occurrence]
     _noted: dict[str, int]
-    _decisions: int
-    _passed: int
-    _failed: int
 
     def conversation_state(self, conversation_id: str) -> ConversationState:
         """The state of one judged conversation as plain data."""
@@ -235,19 +227,14 @@ class Checkpoints:
                 fingerprints=self._fingerprints(),
                 omitted=dict(self._omitted),
                 conversations=states,
-                # Held events were not applied, and conversations not judged are not
-                # saved: a re-read counts both again.
-                events=self._events
-                - self._held
-                - sum(c.events for c in self._convs.values() if c.plan is None),
-                late_events=self._late,
-                duplicates=self._duplicates,
-                gaps=self._gaps,
-                gaps_passed=self._gaps_passed,
-                sequence_conflicts=self._conflicts,
-                decisions=self._decisions,
-                passed=self._passed,
-                failed=self._failed,
+                **{
+                    **self.tally.saved(),
+                    # Held events were not applied, and conversations not judged are not
+                    # saved: a re-read counts both again.
+                    "events": self.tally.events
+                    - self.tally.held
+                    - sum(c.events for c in self._convs.values() if c.plan is None),
+                },
                 # Not the unknown kinds': like their counts, a re-read meets them again.
                 occurrences=[o for o in self._occurrences if o.warning != "unknown_kinds"],
             )
@@ -305,14 +292,9 @@ class Checkpoints:
                     f"`{state.conversation_id}`: {exc}); remove the state file "
                     "to judge the feed afresh"
                 ) from None
-        self._events, self._late = saved.events, saved.late_events
-        self._duplicates, self._gaps = saved.duplicates, saved.gaps
-        self._gaps_passed, self._conflicts = saved.gaps_passed, saved.sequence_conflicts
+        self.tally.restore(saved)  # (bad lines are not saved: a re-read meets them again)
         self._occurrences = list(saved.occurrences)
         self._noted = {}
         for o in self._occurrences:
             self._noted[o.warning] = self._noted.get(o.warning, 0) + 1
-        # Bad lines are not checkpointed: they belong to no conversation, and
-        # re-reading the feed meets (and counts) them again.
-        self._decisions, self._passed, self._failed = saved.decisions, saved.passed, saved.failed
         self._omitted.update(saved.omitted)

@@ -64,6 +64,7 @@ from mantle_stream.core.verdicts import (
     Decision,
     Occurrence,
     Statistics,
+    Tally,
 )
 
 __all__ = [
@@ -195,31 +196,19 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._judged = 0  # conversations with a scenario (the rest are unmatched)
         self._decoder = EventDecoder(source)
         self._line = 0
-        self._events = 0
-        self._late = 0
-        self._duplicates = 0  # delivered again: skipped
-        self._gaps = 0  # missing sequences given up on
-        self._gaps_passed = 0  # missing sequences passed at once (an ordered source)
-        self._conflicts = 0  # another event at an applied sequence: applied after it
-        self._held = 0  # events waiting in reorder windows now
+        # The counters, each named as its Statistics field (see Tally).
+        self.tally = Tally()
         self._occurrences: list[Occurrence] = []  # where the warnings' events were
         self._noted: dict[str, int] = {}
         self._arrivals = 0  # tie-breaker keeping held events in arrival order
         self._releasing = False
-        self._bad = 0  # bad events skipped (on_bad)
         self._source: str | None = None  # where the chunk being pushed came from
         self._frozen: dict[str, msgspec.Raw] = {}  # encoded states of finished conversations
         # Ids of finished conversations not encoded yet, once checkpoints are taken
         # (see freeze_finished); None until then, so a run without them holds
         # nothing here. Ids, not conversations: one let go of is freed at once.
         self._unfrozen: deque[str] | None = None
-        self._replayed = 0  # events already applied before a restore, seen again
-        self._foreign = 0  # events for a conversation another owner holds: refused
-        self._unnamed_given_up = 0  # conversations whose buffer filled before a scenario
-        self._decisions = 0
         self._failures = 0  # failed decisions so far (what --fail-fast watches)
-        self._passed = 0
-        self._failed = 0
 
     # ------------------------------------------------------------------ input
 
@@ -359,7 +348,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         if on_bad is None:
             error.decisions = out  # made by the events before it: not to be lost
             raise error
-        self._bad += 1
+        self.tally.bad_events += 1
         on_bad(error)
 
     def _locate(self, exc: EventError, line_no: int, line: bytes) -> EventError:
@@ -493,7 +482,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 conv = convs.get(event.conversation_id)
                 if conv is None:
                     if event.conversation_id in self._tombstones:
-                        self._late += 1  # long finished, and let go of
+                        self.tally.late_events += 1  # long finished, and let go of
                         self._note("late_events", event.conversation_id, event.sequence)
                         continue
                     conv = self._open(event)
@@ -501,7 +490,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                     if conv.owner is None:
                         conv.owner = owner  # its first connection, or one taking it over
                     else:
-                        self._foreign += 1  # another client's conversation: refused
+                        self.tally.foreign_events += 1  # another client's conversation: refused
                         self._note("foreign_events", conv.cid, event.sequence)
                         continue
                 plan = conv.plan
@@ -588,7 +577,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
             skipped += len(events) - irregular.position
             raise
         finally:
-            self._events += len(events) - skipped
+            self.tally.events += len(events) - skipped
 
     def _irregular(
         self,
@@ -672,7 +661,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         conv.machines[decision.index] = None
         conv.results[decision.index] = decision
         conv.pending -= 1
-        self._decisions += 1
+        self.tally.decisions += 1
         out.append(decision)
 
     # ------------------------------------------------------------------ ending
@@ -769,9 +758,9 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
 
     def _ended_judged(self, conv: Conversation) -> None:
         if conv.failed:
-            self._failed += 1
+            self.tally.failed += 1
         else:
-            self._passed += 1
+            self.tally.passed += 1
 
     def _close(self, conv: Conversation) -> None:
         """Mark a conversation finished: no longer open, queued for checkpoints and
@@ -821,7 +810,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
                 self._decide(conv, index, passed, None, reason, out)
         if untouched:
             conv.pending -= untouched
-            self._decisions += untouched
+            self.tally.decisions += untouched
             failed = sum(machines[i] is UNTOUCHED for i in plan.fresh_failures)
             if failed:
                 self._failures += failed
@@ -904,7 +893,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         if conv is None:
             return
         del self._convs[conversation_id]
-        self._held -= len(conv.held or ())
+        self.tally.held -= len(conv.held or ())
         if conv.plan is not None:
             self._judged -= 1
         self._let_candidates_go(conv)
@@ -981,23 +970,10 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
     def statistics(self) -> Statistics:
         omitted = self._omitted
         return Statistics(
-            events=self._events,
+            **self.tally.counted(),
             conversations=len(self._convs) + omitted["conversations"] + omitted["unmatched"],
             open=len(self._open_convs),
-            passed=self._passed,
-            failed=self._failed,
-            decisions=self._decisions,
             unknown_kinds=sum(self._decoder.unknown.values()),
-            late_events=self._late,
-            duplicates=self._duplicates,
-            gaps=self._gaps,
-            held=self._held,
-            bad_events=self._bad,
-            replayed=self._replayed,
             unmatched=len(self._convs) - self._judged + omitted["unmatched"],
             legacy_rows=sum(self._decoder.legacy.values()),
-            foreign_events=self._foreign,
-            unnamed_given_up=self._unnamed_given_up,
-            gaps_passed=self._gaps_passed,
-            sequence_conflicts=self._conflicts,
         )

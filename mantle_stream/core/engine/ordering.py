@@ -32,6 +32,7 @@ from mantle_stream.core.verdicts import (
     MAX_OCCURRENCES,
     Decision,
     Occurrence,
+    Tally,
 )
 
 __all__ = ["Ordering"]
@@ -42,18 +43,11 @@ class Ordering:
 
     reorder_window: int
     ordered: bool
-    _replayed: int
-    _duplicates: int
-    _late: int
-    _gaps: int
-    _gaps_passed: int
-    _conflicts: int
-    _held: int
+    tally: Tally
     _occurrences: list[Occurrence]
     _noted: dict[str, int]  # occurrences kept, per warning
     _arrivals: int
     _releasing: bool
-    _events: int
     _frozen: dict[str, msgspec.Raw]  # finished conversations' encoded states (checkpoints)
     _unfrozen: deque[str] | None
 
@@ -102,11 +96,11 @@ class Ordering:
         if seq is None:
             if conv.replay_unsequenced:
                 conv.replay_unsequenced -= 1  # seen before the restore
-                self._replayed += 1
+                self.tally.replayed += 1
                 return 1
             conv.unsequenced += 1
             if event.event_id and self._seen_id(conv, event.event_id):
-                self._duplicates += 1
+                self.tally.duplicates += 1
                 self._note("duplicates", conv.cid, None)
                 return 0
             if conv.held:
@@ -154,20 +148,20 @@ class Ordering:
         applied = conv.applied_ids[seq & (APPLIED_IDS - 1)]
         if applied is None or applied == event_id or self._seen_id(conv, event_id):
             return False
-        self._conflicts += 1
+        self.tally.sequence_conflicts += 1
         self._note("sequence_conflicts", conv.cid, seq, ids=(event_id, applied))
         return True
 
     def _behind(self, conv: Conversation, seq: int) -> int:
         """An event at or below the last applied sequence: 1 if it was replayed."""
         if seq <= conv.replay_upto:
-            self._replayed += 1  # applied before the restart
+            self.tally.replayed += 1  # applied before the restart
             return 1
         if conv.gave_up and any(lo <= seq <= hi for lo, hi in conv.gave_up):
-            self._late += 1  # its gap was given up on before it came
+            self.tally.late_events += 1  # its gap was given up on before it came
             self._note("late_events", conv.cid, seq)
         else:
-            self._duplicates += 1
+            self.tally.duplicates += 1
             self._note("duplicates", conv.cid, seq)
         return 0
 
@@ -177,23 +171,23 @@ class Ordering:
         if seq is None:
             if conv.replay_unsequenced:
                 conv.replay_unsequenced -= 1
-                self._replayed += 1
+                self.tally.replayed += 1
                 return 1
             self._thaw(conv)
             conv.unsequenced += 1
             if event.event_id and self._seen_id(conv, event.event_id):
-                self._duplicates += 1
+                self.tally.duplicates += 1
                 self._note("duplicates", conv.cid, None)
             else:
-                self._late += 1
+                self.tally.late_events += 1
                 self._note("late_events", conv.cid, None)
             return 0
         if seq <= conv.last_seq:
             return self._behind(conv, seq)
         if seq <= conv.replay_late:
-            self._replayed += 1  # counted late before the restart
+            self.tally.replayed += 1  # counted late before the restart
             return 1
-        self._late += 1
+        self.tally.late_events += 1
         self._note("late_events", conv.cid, seq)
         if seq > conv.late_max:
             self._thaw(conv)
@@ -230,7 +224,7 @@ class Ordering:
             held = conv.held = []
         heapq.heappush(held, (key, self._arrivals, event, payload))
         self._arrivals += 1
-        self._held += 1
+        self.tally.held += 1
         if len(held) > self.reorder_window:
             self._release(conv, out, force=1)
 
@@ -251,8 +245,8 @@ class Ordering:
                 elif key <= conv.last_seq:
                     if not self._conflict(conv, event, key):  # held twice: the first
                         heapq.heappop(held)  # copy was applied
-                        self._held -= 1
-                        self._duplicates += 1
+                        self.tally.held -= 1
+                        self.tally.duplicates += 1
                         self._note("duplicates", conv.cid, key)
                         continue
                     # (Another event at that sequence: applied now, after the first.)
@@ -263,8 +257,8 @@ class Ordering:
                     self._give_up(conv, conv.last_seq + 1, key - 1)
                     conv.last_seq = key - 1
                 heapq.heappop(held)
-                self._held -= 1
-                self._events -= 1  # counted once already, when it arrived
+                self.tally.held -= 1
+                self.tally.events -= 1  # counted once already, when it arrived
                 self._run([event], out, known=payload)
         finally:
             self._releasing = False
@@ -276,9 +270,9 @@ class Ordering:
         for), or ``gaps_passed`` (``passed``: an ordered source, nothing waited for);
         one that comes after all is late."""
         if passed:
-            self._gaps_passed += 1
+            self.tally.gaps_passed += 1
         else:
-            self._gaps += 1
+            self.tally.gaps += 1
         self._note("gaps_passed" if passed else "gaps", conv.cid, lo, hi if hi != lo else None)
         ids = conv.applied_ids
         for seq in range(max(lo, hi - APPLIED_IDS + 1), hi + 1):
@@ -298,7 +292,7 @@ class Ordering:
                 twice = e.sequence is not None and key <= conv.last_seq
                 again += twice
                 self._note("duplicates" if twice else "late_events", conv.cid, e.sequence)
-            self._duplicates += again
-            self._late += len(conv.held) - again
-            self._held -= len(conv.held)
+            self.tally.duplicates += again
+            self.tally.late_events += len(conv.held) - again
+            self.tally.held -= len(conv.held)
         conv.held = None

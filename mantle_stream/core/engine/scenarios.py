@@ -44,6 +44,7 @@ from mantle_stream.core.verdicts import (
     CandidateVerdict,
     ConversationResult,
     Decision,
+    Tally,
 )
 
 __all__ = ["ScenarioChoice"]
@@ -57,16 +58,13 @@ class ScenarioChoice:
     _assignments: dict[str, str]
     _by_name: dict[str, Plan]
     _single: Plan | None
-    _held: int
-    _decisions: int
     _failures: int
     _convs: dict[str, Conversation]
     _open_convs: dict[str, Conversation]
     _judged: int
-    _events: int
-    _unnamed_given_up: int
-    _given: dict[str, tuple[str, ...]]
-    _unfrozen: deque[str] | None  # candidates given from outside (consider)
+    _given: dict[str, tuple[str, ...]]  # candidates given from outside (consider)
+    _unfrozen: deque[str] | None
+    tally: Tally
 
     def _run(
         self, events: list[Event], out: list[Decision], *, known: Payload | None = None
@@ -160,7 +158,7 @@ class ScenarioChoice:
         else:
             conv.naming = ScenarioStatus.GAVE_UP  # reported as naming no scenario
             conv.buffer = None
-            self._unnamed_given_up += 1
+            self.tally.unnamed_given_up += 1
 
     def _candidate(self, conv: Conversation) -> Plan | None:
         """At its first real user message: the one scenario whose initial slots its setup
@@ -208,7 +206,7 @@ class ScenarioChoice:
             if plan.scenario.name not in (conv.candidates or ()):
                 self._let_candidates_go(conv)
                 conv.naming = ScenarioStatus.GAVE_UP  # its early events are gone
-                self._unnamed_given_up += 1
+                self.tally.unnamed_given_up += 1
                 return False
             taken = self._apart_of(plan.scenario.name)._convs.get(conv.cid)
         self._let_candidates_go(conv)
@@ -221,7 +219,7 @@ class ScenarioChoice:
         conv.results = [None] * len(conv.machines)
         conv.pending = len(conv.machines)
         conv.events = 0
-        self._events -= len(held)  # counted once already, when they arrived
+        self.tally.events -= len(held)  # counted once already, when they arrived
         for earlier, its_payload in held:  # with its payload: its line is not at hand
             self._run([earlier], out, known=its_payload)
         return True
@@ -231,7 +229,7 @@ class ScenarioChoice:
         so far are this evaluator's outputs now, in the order they were made)."""
         for name in _JUDGING_STATE:
             setattr(conv, name, getattr(judged, name))
-        self._held += len(conv.held or ())
+        self.tally.held += len(conv.held or ())
         if conv.finished:  # named after its end (a results file is written then)
             self._ended_judged(conv)
             if self._unfrozen is not None:
@@ -240,7 +238,7 @@ class ScenarioChoice:
             (r for r in conv.results if r is not None),
             key=lambda d: (d.decided_at is None, d.decided_at or 0, d.index),
         )
-        self._decisions += len(decided)
+        self.tally.decisions += len(decided)
         self._failures += sum(d.verdict == "failed" for d in decided)
         out.extend(decided)
 
