@@ -41,7 +41,7 @@ from mantle_stream.cli.workers import AUTO_MIN_BYTES, cores, run_workers
 from mantle_stream.core.assertions.bot import nested_repetition
 from mantle_stream.core.defaults import LINGER_UNSET
 from mantle_stream.core.engine.evaluator import Evaluator
-from mantle_stream.core.engine.partition import Judgement
+from mantle_stream.core.engine.partition import JudgedConversations
 from mantle_stream.core.errors import (
     CONTROL_ESCAPES,
     EventError,
@@ -439,7 +439,7 @@ def _finish(
     runner: _Progress | None,
     *,
     fmt: str,
-    judged: Judgement | None = None,
+    judged: JudgedConversations | None = None,
     group: GroupReport | None = None,
     gate: GateReport | None = None,
 ) -> int:

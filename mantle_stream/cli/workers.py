@@ -3,7 +3,7 @@
 Every worker reads the whole source and judges the conversations a stable
 hash of their id gives it (:class:`~mantle_stream.core.engine.partition.Partition`:
 lines of the others are dropped before they are decoded; a SQL store skips
-their rows). Each hands back what it judged (:class:`Judgement`, with the
+their rows). Each hands back what it judged (:class:`JudgedConversations`, with the
 verdict lines when ``--jsonl`` asked for them) through a pipe, and counts its
 progress in shared memory for the progress bar. The merge lists conversations
 in the order they first appear in the feed, as one process does, so the
@@ -40,7 +40,7 @@ from mantle_stream.cli.sources import (
     say_skipped,
     user_error,
 )
-from mantle_stream.core.engine.partition import Judgement, Partition, merge
+from mantle_stream.core.engine.partition import JudgedConversations, Partition, merge
 from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
@@ -60,14 +60,14 @@ class WorkersOutcome(msgspec.Struct, frozen=True):
     by conversation in the report's order (empty without ``--jsonl``)."""
 
     outcome: RunOutcome
-    judged: Judgement
+    judged: JudgedConversations
     lines: bytes
     notices: list[str] = []  # what the workers' sources said about how they were read
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
     outcome: RunOutcome
-    judged: Judgement
+    judged: JudgedConversations
     lines: dict[str, bytes]  # per conversation, its JSONL lines in the order decided
     notices: list[str] = []  # Feed.notices
 

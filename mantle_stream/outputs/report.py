@@ -16,7 +16,7 @@ from mantle_stream.core.engine.evaluator import (
     Evaluator,
     UnmatchedConversation,
 )
-from mantle_stream.core.engine.partition import Judgement
+from mantle_stream.core.engine.partition import JudgedConversations
 from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.recorded import RecordedRun, RunDifference, compare
 from mantle_stream.core.scenario.model import Check, Scenario
@@ -487,7 +487,7 @@ def _tools_summary(
 
 
 def build_report(
-    evaluator: Evaluator | Judgement,
+    evaluator: Evaluator | JudgedConversations,
     recorded: Mapping[str, RecordedRun] | None = None,
     refused: Mapping[str, int] | None = None,
     *,
@@ -503,7 +503,7 @@ def build_report(
     recorded for the run. ``refused``: the clients a listener turned away, by
     reason (``Feed.rejected``); ``unread``: the conversations the source could
     not read, with why (``Feed.unread``); ``source``: what the source said about how
-    it was read (``Feed.notices``). From :class:`Judgement` (the merged outcome of
+    it was read (``Feed.notices``). From :class:`JudgedConversations` (the merged outcome of
     ``check --workers``) instead of an evaluator, give the ``scenarios`` too.
     ``tool_calls`` (``--tool-calls``): a failed ``gate: true`` entry of
     ``expected_tools`` fails its conversation, as in Rasa with tool-call

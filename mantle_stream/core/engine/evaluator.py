@@ -37,7 +37,7 @@ from mantle_stream.core.engine.conversation import (
     result_of,
 )
 from mantle_stream.core.engine.ordering import Ordering
-from mantle_stream.core.engine.partition import Judgement, Partition
+from mantle_stream.core.engine.partition import JudgedConversations, Partition
 from mantle_stream.core.engine.scenarios import ScenarioChoice
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, UsageError
 from mantle_stream.core.events.decode import MAX_LINE_BYTES, EventDecoder
@@ -945,10 +945,10 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         """A snapshot of every judged conversation, in order of first event."""
         return [result_of(c) for c in self._convs.values() if c.plan is not None]
 
-    def judged(self) -> Judgement:
+    def judged(self) -> JudgedConversations:
         """What was judged, as data (what :func:`~mantle_stream.build_report` reads):
         a worker of ``check --workers`` hands it to the process that merges them."""
-        return Judgement(
+        return JudgedConversations(
             results=self.results(),
             unmatched=self.unmatched(),
             statistics=self.statistics(),

@@ -11,7 +11,7 @@ picking lines before decoding cost more than the decoding it saved (measured:
 in the order their ids first appear in the feed: every worker sees every id,
 so every worker gives a conversation the same number.
 
-A worker hands back :class:`Judgement` (the evaluator's results, counters and
+A worker hands back :class:`JudgedConversations` (the evaluator's results, counters and
 those numbers); :func:`merge` puts N of them together in that order, which is
 the order one process lists conversations in. The report, the JSONL verdicts
 and the JUnit file made from the merge hold what one process's hold.
@@ -30,7 +30,7 @@ import msgspec
 from mantle_stream.core.engine.conversation import UnmatchedConversation
 from mantle_stream.core.verdicts import ConversationResult, Occurrence, Statistics, bounded
 
-__all__ = ["Judgement", "Partition", "conversation_of", "merge", "partition_of"]
+__all__ = ["JudgedConversations", "Partition", "conversation_of", "merge", "partition_of"]
 
 E = TypeVar("E")
 
@@ -131,7 +131,7 @@ class Partition:
         return self.owns(cid) if cid else self.index == 0
 
 
-class Judgement(msgspec.Struct, frozen=True):
+class JudgedConversations(msgspec.Struct, frozen=True):
     """What an evaluator judged, as data: what a report is made from.
 
     ``first_seen`` numbers each conversation of ``results`` then of
@@ -159,7 +159,7 @@ def _add(counts: Iterable[dict[str, int]]) -> dict[str, int]:
     return dict(sorted(total.items()))
 
 
-def merge(parts: list[Judgement]) -> Judgement:
+def merge(parts: list[JudgedConversations]) -> JudgedConversations:
     """Several workers' outcomes as one: conversations in order of first appearance,
     counters added."""
     if len(parts) == 1:
@@ -173,7 +173,7 @@ def merge(parts: list[Judgement]) -> Judgement:
     judged.sort(key=_first)
     unmatched.sort(key=_first)
     stats = [msgspec.structs.asdict(p.statistics) for p in parts]
-    return Judgement(
+    return JudgedConversations(
         results=[r for _, r in judged],
         unmatched=[u for _, u in unmatched],
         statistics=Statistics(**_add(stats)),
