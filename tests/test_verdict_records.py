@@ -209,7 +209,8 @@ def test_every_counter_is_named_once_and_derived_everywhere_by_name() -> None:
     stats = Statistics(**tally.counted())
     assert all(getattr(stats, name) == i for i, name in enumerate(COUNTED, 1))
     restored = Tally()
-    restored.restore(Checkpoint(version=0, scenarios=[], conversations=[], **tally.saved()))
+    saved = {"version": 0, "scenarios": [], "conversations": [], **tally.saved()}
+    restored.restore(msgspec.convert(saved, Checkpoint))
     assert restored.saved() == tally.saved()
     counted_warnings = {f.name for f in msgspec.structs.fields(Warnings) if f.name in COUNTED}
     assert set(WARNING_COUNTS) == counted_warnings
