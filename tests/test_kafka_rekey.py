@@ -326,9 +326,15 @@ def test_messages_without_a_conversation_are_counted_named_and_kept(
     assert len(named) == 5
     assert f"{topic}[0]@1: no conversation id (not JSON): not json at all" in named[0]
     assert "[0]@2: no conversation id (not an event: Expected `object`, got `array`)" in named[1]
-    assert "[0]@3: no conversation id (no conversation_id or sender_id)" in named[2]
+    assert (
+        "[0]@3: no conversation id (no conversation_id (nor, for a flat row, sender_id))"
+        in named[2]
+    )
     assert "[0]@4: no conversation id (no value)" in named[3]
-    assert "[0]@5: no conversation id (no conversation_id or sender_id)" in named[4]
+    assert (
+        "[0]@5: no conversation id (no conversation_id (nor, for a flat row, sender_id))"
+        in named[4]
+    )
     assert all(n.endswith("copied with a null key") for n in named)
     assert sum("keyed messages already" in n for n in notes) == 1
 

@@ -55,6 +55,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import FeedError
+from mantle_stream.core.events.decode import line_names
 from mantle_stream.core.events.model import count_lines
 from mantle_stream.core.urls import redact, secrets_in
 from mantle_stream.feeds.base import Item, QueuedFeed
@@ -341,18 +342,6 @@ def _database_errors() -> tuple[type[Exception], ...]:
 _encode = msgspec.json.Encoder().encode
 
 
-class _Names(msgspec.Struct):
-    """What decides whether a row's JSON must be rewritten (the rest is skipped, not
-    decoded: most rows name their conversation already and pass as they are)."""
-
-    conversation_id: str | None = None
-    sender_id: str | None = None
-    event: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
-_names = msgspec.json.Decoder(_Names).decode
-
-
 def _raw(data: Any) -> bytes:
     """A row's ``data`` column as JSON bytes."""
     if isinstance(data, str):
@@ -367,28 +356,19 @@ def _conversation(raw: bytes, sender_id: Any, limit: int) -> str | None:
     it whole; None when the line will not be an event that names one (a bad row)."""
     if len(raw) > limit:
         return None  # cut off: a bad event
-    try:
-        names = _names(raw)
-    except (msgspec.DecodeError, RecursionError):
+    names = line_names(raw)
+    if names is None:
         return None  # not an object of these types: judged bad, or looked at whole
-    if names.conversation_id:
-        return names.conversation_id
-    if names.event is not msgspec.UNSET and names.sender_id:
-        return names.sender_id
-    return sender_id if isinstance(sender_id, str) and sender_id else None  # given it
+    # What it names (the one rule), else the row's sender_id, which _line gives it.
+    return names.conversation() or (sender_id if isinstance(sender_id, str) and sender_id else None)
 
 
 def _line(raw: bytes, sender_id: Any, limit: int) -> bytes:
     """One row's ``data`` (:func:`_raw`) as one JSON line naming its conversation."""
     if len(raw) <= limit and b"\n" not in raw and b"\r" not in raw:
-        try:
-            names = _names(raw)
-        except (msgspec.DecodeError, RecursionError):
-            pass  # not an object of these types: looked at whole below
-        else:
-            flat = names.event is not msgspec.UNSET
-            if names.conversation_id or (flat and names.sender_id):
-                return raw + b"\n"  # names its conversation: as it is
+        names = line_names(raw)  # None: not an object of these types: looked at whole below
+        if names is not None and names.conversation():
+            return raw + b"\n"  # names its conversation: as it is
     try:
         row = msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError):

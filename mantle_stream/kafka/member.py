@@ -51,8 +51,8 @@ import msgspec
 from mantle_stream.core.engine.checkpoints import ConversationState
 from mantle_stream.core.engine.conversation import ScenarioStatus
 from mantle_stream.core.engine.evaluator import Evaluator
-from mantle_stream.core.engine.partition import conversation_of
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, UsageError
+from mantle_stream.core.events.decode import conversation_of
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings

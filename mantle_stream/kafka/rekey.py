@@ -26,7 +26,8 @@ Guarantees:
   again, the same key and value, in the same partition.
 
 A message whose conversation cannot be found (no value, not JSON, no
-``conversation_id`` nor ``sender_id``) is copied with a **null key** and
+``conversation_id``, nor a flat row's ``sender_id``: the rule the engine reads
+it by, :class:`~mantle_stream.core.events.decode.LineNames`) is copied with a **null key** and
 counted (``without_id``; each of the first ones is named, with its partition
 and offset, through ``on_note``): the keyed topic holds every message of the
 source, and the judge reports a bad event there as it would have here. A
@@ -60,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mantle_stream.core.errors import CONTROL_ESCAPES, FeedError, UsageError
+from mantle_stream.core.events.decode import LineNames, line_names
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
 from mantle_stream.kafka.options import KafkaSpec, kafka_client
 
@@ -84,16 +86,6 @@ UNASSIGNED_NOTE = 30.0
 
 _BATCH = 1000  # messages taken from the consumer at a time
 _EXCERPT = 80
-
-
-class _Ids(msgspec.Struct):
-    """The only fields of an event decoded: its conversation (ProtoJSON or a flat row)."""
-
-    conversation_id: str | None = None
-    sender_id: str | None = None
-
-
-_ids = msgspec.json.Decoder(_Ids).decode
 
 
 @dataclasses.dataclass
@@ -150,15 +142,18 @@ def conversation_id(value: bytes | None) -> tuple[str | None, str]:
     """The conversation a message's value names, or None and why not."""
     if value is None:
         return None, "no value"
-    try:
-        ids = _ids(value)
-    except msgspec.ValidationError as exc:
-        return None, f"not an event: {exc}"
-    except (msgspec.DecodeError, RecursionError):
+    names = line_names(value)
+    if names is None:
+        try:  # (only to say why)
+            msgspec.json.decode(value, type=LineNames)
+        except msgspec.ValidationError as exc:
+            return None, f"not an event: {exc}"
+        except (msgspec.DecodeError, RecursionError):
+            pass
         return None, "not JSON"
-    cid = ids.conversation_id or ids.sender_id
+    cid = names.conversation()  # the rule the engine reads it by
     if not cid:
-        return None, "no conversation_id or sender_id"
+        return None, "no conversation_id (nor, for a flat row, sender_id)"
     return cid, ""
 
 

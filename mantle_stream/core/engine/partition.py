@@ -28,9 +28,10 @@ from typing import TypeVar
 import msgspec
 
 from mantle_stream.core.engine.conversation import UnmatchedConversation
+from mantle_stream.core.events.decode import conversation_of
 from mantle_stream.core.verdicts import ConversationResult, Occurrence, Statistics, bounded
 
-__all__ = ["JudgedConversations", "Partition", "conversation_of", "merge", "partition_of"]
+__all__ = ["JudgedConversations", "Partition", "merge", "partition_of"]
 
 E = TypeVar("E")
 
@@ -42,29 +43,6 @@ def partition_of(conversation_id: str, count: int) -> int:
     """The worker (0 ... count-1) that judges a conversation: the same in every process."""
     digest = hashlib.blake2b(conversation_id.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % count
-
-
-class _Key(msgspec.Struct):
-    """What a line must be decoded into to learn its conversation (any of the shapes)."""
-
-    conversation_id: str | None = None
-    sender_id: str | None = None
-    event: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # set: a flat row
-
-
-_key = msgspec.json.Decoder(_Key).decode
-
-
-def conversation_of(line: bytes) -> str | None:
-    """The conversation a JSON line names as the engine reads it (``conversation_id``,
-    or a flat row's ``sender_id``), decoding only those fields; None when it names
-    none or is not JSON."""
-    try:
-        key = _key(line)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    flat = key.event is not msgspec.UNSET
-    return key.conversation_id or (key.sender_id if flat else None) or None
 
 
 class Partition:

@@ -26,7 +26,15 @@ from mantle_stream.core.events.model import (
     single_payload,
 )
 
-__all__ = ["MAX_LINE_BYTES", "MAX_UNKNOWN_KINDS", "EventDecoder", "decode_events"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_UNKNOWN_KINDS",
+    "EventDecoder",
+    "LineNames",
+    "conversation_of",
+    "decode_events",
+    "line_names",
+]
 
 #: Longest line accepted; a longer one is a bad event (memory stays bounded).
 MAX_LINE_BYTES = 1 << 20
@@ -34,6 +42,49 @@ MAX_LINE_BYTES = 1 << 20
 MAX_UNKNOWN_KINDS = 100
 
 _keys_of = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+class LineNames(msgspec.Struct):
+    """The fields of a JSON line that say which conversation it belongs to, decoded
+    alone (the rest of the line is skipped, not decoded).
+
+    **The rule**, the one every reader applies (the engine, the SQL source and its
+    workers, the Kafka member, ``rekey``): a ProtoJSON event names its conversation
+    by ``conversation_id``; a flat tracker row (it has ``event``) by ``sender_id``,
+    or ``conversation_id`` if it carries one. A ProtoJSON event with only
+    ``sender_id`` names none (the engine rejects it).
+    """
+
+    conversation_id: str | None = None
+    sender_id: str | None = None
+    event: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # set: a flat row
+
+    @property
+    def flat(self) -> bool:
+        return self.event is not msgspec.UNSET
+
+    def conversation(self) -> str | None:
+        """The conversation the line names (the rule above), None when it names none."""
+        return self.conversation_id or (self.sender_id if self.flat else None) or None
+
+
+_line_names = msgspec.json.Decoder(LineNames).decode
+
+
+def line_names(line: bytes) -> LineNames | None:
+    """:class:`LineNames` of a JSON line; None when it is not a JSON object whose
+    naming fields have those types (a bad event, for the decoder to word)."""
+    try:
+        return _line_names(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def conversation_of(line: bytes) -> str | None:
+    """The conversation a JSON line names (:class:`LineNames`' rule), decoding only
+    those fields; None when it names none or is not JSON."""
+    names = line_names(line)
+    return None if names is None else names.conversation()
 
 
 def decode_events(data: bytes | str, *, source: str = "<events>") -> list[Event]:
