@@ -577,3 +577,22 @@ async def test_a_tracker_read_of_a_conversation_the_gate_never_saw_is_not_a_run(
         response = await client.get(f"{gate.address}/conversations/{cid}/tracker")
     assert response.status_code == 200  # forwarded as any request is
     assert judge.report().runs == 0
+
+
+def test_runs_under_way_at_ctrl_c_stay_open_not_failed() -> None:
+    """Ctrl-C (or SIGTERM) while a run plays: it is left open, its undecided verdicts
+    pending, never failed for what it had no time to do; --linger ends it judged."""
+    recorded = _recorded()
+    [card] = _scenarios("card_replace_damaged")
+    cid = next(c for c, r in load_results(RESULTS).items() if r.scenario == card.stem)
+    first = json.dumps({"sender_id": cid, "events": recorded[cid][:12]}).encode()
+    outcomes = {}
+    for cut_short in (True, False):
+        judge = GateJudge([card])
+        judge.message(cid, "/session_start", {})
+        judge.message(cid, "hello", {})
+        judge.tracker(cid, first)
+        assert judge.finish_all(cut_short=cut_short) == ([cid] if cut_short else [])
+        outcomes[cut_short] = {a.verdict for a in judge.main.result(cid).assertions}
+    assert "pending" in outcomes[True] and "failed" not in outcomes[True]
+    assert "pending" not in outcomes[False] and "failed" in outcomes[False]

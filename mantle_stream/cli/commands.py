@@ -932,7 +932,7 @@ def _demo(args: argparse.Namespace) -> int:
         anyio.run(go)
         [gate] = front
         report = gate.judge.report()
-        outcome = RunOutcome("ended", tuple(gate.judge.stopped_early))
+        outcome = gate.outcome()
         code = _finish(session, outcome, gate, fmt="live", gate=report)
     finally:
         session.close()
@@ -1083,7 +1083,7 @@ def _gate(args: argparse.Namespace) -> int:
     try:
         anyio.run(go)
         report = judge.report()
-        outcome = RunOutcome("ended", tuple(judge.stopped_early))
+        outcome = gate.outcome()
         code = _finish(session, outcome, gate, fmt=args.format, gate=report)
     finally:
         session.close()

@@ -226,14 +226,23 @@ class GateJudge:
 
     # ------------------------------------------------------------------ the end
 
-    def finish_all(self) -> None:
-        """The gate ends: every run still open ends now."""
+    def finish_all(self, *, cut_short: bool = False) -> list[str]:
+        """The gate ends: every run still open ends now, and the runs left open are
+        returned. ``cut_short`` (Ctrl-C or SIGTERM, not ``--linger``): a run the
+        simulator has not finished is left open, its undecided verdicts ``pending``
+        (never failed for what it had no time to do, as ``watch`` leaves them)."""
+        left = []
         for run in self.runs.values():
             if not run.ended:
+                if cut_short:
+                    left.append(run.cid)
+                    continue
                 if not run.started:
                     self._choose(run)
                 self._end(run)
-        self._emit(self.main.finish_all())
+        if not cut_short:
+            self._emit(self.main.finish_all())
+        return left
 
     def report(self) -> GateReport:
         counts: dict[str, list[int]] = {}

@@ -27,7 +27,7 @@ from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import open_feed
 from mantle_stream.gate.proxy import GateOptions, GateProxy
 from mantle_stream.gate.runs import GateJudge
-from mantle_stream.runner import Runner
+from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["INSTALL_HINT", "Gate", "listening_socket", "parse_listen", "quiet_server"]
 
@@ -113,6 +113,8 @@ class Gate:
         self.proxy: GateProxy | None = None
         self._server: Any = None
         self._stopping = False
+        self._lingered = False  # --linger ended it (not Ctrl-C or SIGTERM)
+        self.left_open: list[str] = []  # runs under way when Ctrl-C or SIGTERM ended it
         self.started: float | None = None  # loop time when run() began
         self.ended: float | None = None
 
@@ -145,13 +147,20 @@ class Gate:
         if self._server is not None:
             self._server.should_exit = True
 
+    def outcome(self) -> RunOutcome:
+        """How the gate's run ended: ``cancelled`` when Ctrl-C or SIGTERM came while runs
+        were under way (they are left open, their undecided verdicts pending)."""
+        return RunOutcome(
+            "cancelled" if self.left_open else "ended", tuple(self.judge.stopped_early)
+        )
+
     async def run(self) -> None:
         self.started = anyio.current_time()
         try:
             await self._serve()
         finally:
             self._sock.close()
-            self.judge.finish_all()
+            self.left_open = self.judge.finish_all(cut_short=not self._lingered)
             self.ended = anyio.current_time()
 
     async def _serve(self) -> None:
@@ -232,5 +241,6 @@ class Gate:
                 and all(run.ended for run in judge.runs.values())
                 and now - proxy.last_end >= self.linger
             ):
+                self._lingered = True
                 self.stop()
                 return
