@@ -884,3 +884,13 @@ def test_a_run_ended_by_its_feed_is_finished_and_its_open_conversations_open() -
     assert "3 conversations · 1 open · 1 passed · 1 failed" in text
     live = render(LiveView(mixed()), 100)
     assert "● live" in live and "1 running" in live
+
+
+@pytest.mark.parametrize("command", ["watch", "gate", "demo"])
+def test_the_title_names_the_command_drawing_the_view(command: str) -> None:
+    snapshot = LiveSnapshot((), Statistics(), elapsed=0.0, events_per_second=0.0, command=command)
+    assert (
+        render(LiveView(snapshot), 80)
+        .splitlines()[0]
+        .startswith(f"╭─ mantle-stream {command} · ● live")
+    )

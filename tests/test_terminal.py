@@ -262,7 +262,7 @@ def test_ctrl_c_on_a_watch_leaves_a_view_that_says_interrupted(tmp_path: Path) -
 def test_ctrl_c_on_the_demo_leaves_a_view_that_says_interrupted() -> None:
     code, shown, _ = terminal(["demo"], columns=80, rows=24, interrupt_on=b"\xe2\x9c\x98")  # a ✘
     screen = closing_screen(shown)
-    assert "mantle-stream watch · interrupted" in screen[0], screen
+    assert "mantle-stream demo · interrupted" in screen[0], screen
     assert not any("finished" in line or "running" in line for line in screen[:24])
     assert code in (1, 130)
 

@@ -323,6 +323,7 @@ class _RunOutputs:
             final=final,
             interrupted=final and self.interrupted,
             omitted=(omitted["passed"], omitted["failed"]),
+            command=str(getattr(self.args, "command", None) or "watch"),
         )
 
     async def run(

@@ -1,4 +1,4 @@
-"""The live terminal view of ``mantle-stream watch``: pure rendering of a snapshot.
+"""The live terminal view of ``mantle-stream watch`` (and gate, demo): pure rendering.
 
 An edge module, like :mod:`.table`. The runner builds a :class:`LiveSnapshot` on
 the event-loop thread (results, statistics, the newest decisions) and hands
@@ -117,6 +117,7 @@ class LiveSnapshot(msgspec.Struct, frozen=True):
     final: bool = False  # the closing render: feed ended or Ctrl-C
     interrupted: bool = False  # (final) Ctrl-C or SIGTERM ended the run, not its feed
     omitted: tuple[int, int] = (0, 0)  # finished conversations let go of: passed, failed
+    command: str = "watch"  # the command drawing it (watch, gate, demo): the title's
 
 
 # ---------------------------------------------------------------- plain text
@@ -233,7 +234,7 @@ class LiveView:
         width = options.max_width
         lines = _header_lines(snap, max(width - 4, 1))  # two borders, two cells of padding
         title = Text.assemble(
-            ("mantle-stream watch", "bold"),
+            (f"mantle-stream {snap.command}", "bold"),
             " · ",
             ("interrupted", "bold yellow")
             if snap.final and snap.interrupted
