@@ -449,6 +449,7 @@ def _locked_by_a_writer(db: Path, seconds: float, then: list[str]) -> Iterator[N
         writer.join()
 
 
+@pytest.mark.slow  # the lock is held 6 s, past SQLite's own 5 s wait: 12 s in all
 def test_follow_waits_for_a_writers_lock_and_reports_the_wait(tmp_path: Path) -> None:
     lines = example_lines()
     db = make_db(tmp_path / "rasa.db", lines[:10])
@@ -607,6 +608,7 @@ def test_rows_written_later_with_lower_ids_are_read_late(tmp_path: Path) -> None
     ]
 
 
+@pytest.mark.slow  # 10,000 rows read before the missed ones: 8 s
 def test_rows_below_the_ids_kept_and_rows_without_an_id_are_counted_and_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

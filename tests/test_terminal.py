@@ -200,7 +200,11 @@ def demo_on(columns: int, rows: int) -> tuple[int, bytes]:
 SIZES = pytest.mark.parametrize(("columns", "rows"), [(80, 24), (160, 50)], ids=["80x24", "160x50"])
 
 
-@SIZES
+@pytest.mark.parametrize(
+    ("columns", "rows"),
+    [(80, 24), pytest.param(160, 50, marks=pytest.mark.slow)],  # the whole demo each: 10 s
+    ids=["80x24", "160x50"],
+)
 def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(columns: int, rows: int) -> None:
     code, shown = demo_on(columns, rows)
     assert code == 1
