@@ -44,17 +44,18 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from mantle_stream.core.engine.checkpoints import ConversationState
 from mantle_stream.core.engine.conversation import Naming
 from mantle_stream.core.engine.evaluator import Evaluator
-from mantle_stream.core.engine.partition import conversation_of
+from mantle_stream.core.engine.partition import conversation_of, conversations_of
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, UsageError
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
+from mantle_stream.feeds.lines import CHUNK_BYTES
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
 
@@ -62,6 +63,10 @@ __all__ = ["Member", "MemberStats"]
 
 #: Seconds the last commit waits for the brokers to confirm what was produced.
 FINAL_FLUSH = 30.0
+
+#: Messages taken from the consumer's queue at a time: each partition's share is
+#: one chunk for the engine, so the cost per chunk is spread over many events.
+BATCH = 5000
 
 _encode = msgspec.json.Encoder().encode
 _state = msgspec.json.Decoder(ConversationState).decode
@@ -80,6 +85,8 @@ class MemberStats(msgspec.Struct, frozen=True):
     commits: int
     restored: int  # conversations resumed from the state topic
     not_resumed: int  # state records that did not decode or fit: judged afresh
+    join_seconds: float | None  # from the start to its first partitions (None: given none)
+    judge_seconds: float  # from its first partitions to the last events it applied
 
 
 class Member:
@@ -108,6 +115,12 @@ class Member:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.latest: deque[Decision] = deque(maxlen=20)
+        # Join time and steady state told apart (the benchmark reports both).
+        self.assigned_at: float | None = None  # when it was first given partitions
+        self.applied_at: float | None = None  # when it last applied events
+        # Something was read or published since the last commit: an idle member
+        # commits nothing (a commit flushes and waits for the group coordinator).
+        self._changed = False
         # Stop messages are published; the conversation itself is judged on as events
         # come, so the verdicts are those of a replay of the topic, whether or not its
         # simulator stops it.
@@ -178,6 +191,12 @@ class Member:
             commits=self._commits,
             restored=self._restored,
             not_resumed=self._not_resumed,
+            join_seconds=None if self.assigned_at is None else self.assigned_at - self.started,
+            judge_seconds=(
+                0.0
+                if self.assigned_at is None or self.applied_at is None
+                else max(self.applied_at - self.assigned_at, 0.0)
+            ),
         )
 
     def members(self) -> list[str]:
@@ -259,11 +278,11 @@ class Member:
             while not self._stopping:
                 # What has been fetched, at once; else the next message as soon as it
                 # comes (a batch call would wait out its whole timeout), then the rest.
-                messages = consumer.consume(500, 0)
+                messages = consumer.consume(BATCH, 0)
                 if not messages:
                     messages = consumer.consume(1, 0.1)
                     if messages:
-                        messages += consumer.consume(499, 0)
+                        messages += consumer.consume(BATCH - 1, 0)
                 if self._error is not None:
                     raise self._error
                 self.member_id = self.member_id or consumer.memberid() or ""
@@ -273,8 +292,15 @@ class Member:
                 now = time.monotonic()
                 self._give_up_gaps(now)
                 self._rate.add(now, self.evaluator.statistics().events)
-                if now - last_commit >= options.commit_interval and self._assigned:
+                if (
+                    self._changed
+                    and now - last_commit >= options.commit_interval
+                    and self._assigned
+                ):
+                    commits, self._changed = self._commits, False
                     self._commit(set(self._assigned))
+                    if self._commits == commits:  # not done: tried again next interval
+                        self._changed = True
                     last_commit = now
                 if (
                     options.stats_interval is not None
@@ -366,6 +392,7 @@ class Member:
     def _apply(self, messages: list[Any], kafka: Any) -> None:
         """Each partition's messages as one chunk; their decisions and stops published."""
         by_partition: dict[int, list[Any]] = {}
+        assigned = self._assigned
         for message in messages:
             error = message.error()
             if error is not None:
@@ -375,10 +402,13 @@ class Member:
                     self._consumer_error(error)
                 continue
             partition = message.partition()
-            if partition not in self._assigned:
+            if partition not in assigned:
                 continue  # fetched before a revoke: the next owner reads it
-            self._eof.discard(partition)
-            by_partition.setdefault(partition, []).append(message)
+            batch = by_partition.get(partition)
+            if batch is None:
+                batch = by_partition[partition] = []
+                self._eof.discard(partition)
+            batch.append(message)
             # (A row naming no conversation, which rekey copies unkeyed, is a bad event.)
             if (
                 message.key() is None
@@ -388,68 +418,92 @@ class Member:
                 self._unkeyed = True
                 self._refuse_unkeyed()
         if by_partition:
+            self._changed = True
             self._last_message = time.monotonic()
         for partition, batch in by_partition.items():
             self._apply_partition(partition, batch)
+        if by_partition:
+            self.applied_at = time.monotonic()
 
     def _apply_partition(self, partition: int, batch: list[Any]) -> None:
-        evaluator = self.evaluator
-        lines = [
-            (message.value() or b"").replace(b"\n", b" ").replace(b"\r", b" ") for message in batch
-        ]
+        """The batch as chunks of lines (a message one line, as in a file) of about
+        ``CHUNK_BYTES`` each, the size the engine decodes fastest, each decoded and
+        applied in one call; then the conversations it touched noted."""
+        values = [message.value() or b"" for message in batch]
+        start = size = 0
+        for end, value in enumerate(values, 1):
+            size += len(value) + 1
+            if size >= CHUNK_BYTES or end == len(values):
+                self._apply_chunk(partition, batch[start:end], values[start:end])
+                start, size = end, 0
+
+    def _apply_chunk(self, partition: int, batch: list[Any], values: list[bytes]) -> None:
+        chunk = b"\n".join(values)
+        if b"\r" in chunk or chunk.count(b"\n") != len(values) - 1:  # a value of lines
+            chunk = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
+        chunk += b"\n"
         offsets = [message.offset() for message in batch]
         where = f"{self.spec.topic}[{partition}] (offset)"
         on_bad = None if self.on_bad is None else self._bad(batch)
         try:
-            decisions = evaluator.push_chunk(
-                b"\n".join(lines) + b"\n", on_bad=on_bad, first_line=0, source=where
-            )
+            decisions = self.evaluator.push_chunk(chunk, on_bad=on_bad, first_line=0, source=where)
         except EventError as exc:
             # The events before it were applied: their verdicts go out, and the commit
             # (on leaving) covers them, not the bad one, which a restart reads again.
             bad = exc.line or 0
-            self._own(partition, batch[:bad], lines[:bad], offsets[0])
+            self._own(partition, batch[:bad], chunk, offsets[:bad])
             self._next[partition] = offsets[bad]
             self._emit(exc.decisions)
             raise exc.at(offsets[bad]) from None
-        self._own(partition, batch, lines, offsets[0])
+        self._own(partition, batch, chunk, offsets)
         self._next[partition] = offsets[-1] + 1
         self._emit(decisions)
 
-    def _own(self, partition: int, batch: list[Any], lines: list[bytes], first: int) -> None:
-        """Note the conversations of a batch applied: their partition, their last
-        offset, and which must be read again from here after a restart."""
+    def _own(self, partition: int, batch: list[Any], chunk: bytes, offsets: list[int]) -> None:
+        """Note the conversations of the first ``len(offsets)`` messages of a batch
+        applied (``chunk`` their lines): their partition, their last offset, and which
+        must be read again from here after a restart.
+
+        Per conversation, not per message: the conversations are decoded from the
+        chunk in one call, and the dictionaries below built in C."""
+        if not offsets:
+            return
         evaluator = self.evaluator
         owner, last = self._owner, self._last
-        for message, line in zip(batch, lines, strict=True):
-            # The conversation the event names, never the message's key: its state is
-            # saved and restored under it (a key of another kind left it unsaved).
-            cid = conversation_of(line)
-            if cid is None:
-                continue
-            key = message.key()
-            if key is not None and not self._foreign_key_said and key != cid.encode():
-                self._foreign_key_said = True
-                _warn(
-                    f"`{self.spec.topic}` is keyed by something other than the conversation "
-                    f"id (key `{key.decode(errors='replace')}` on an event of `{cid}`, "
-                    f"[{partition}]@{message.offset()}): its state is kept by the "
-                    "conversation each event names; members may share the topic only if "
-                    "each conversation's messages have one key"
-                )
+        # The conversation each event names, never the message's key: its state is
+        # saved and restored under it (a key of another kind left it unsaved).
+        cids = conversations_of(chunk, len(offsets))
+        if not self._foreign_key_said:
+            keys = [message.key() for message in batch[: len(offsets)]]
+            for key, cid in set(zip(keys, cids, strict=True)):
+                if key is not None and cid is not None and key != cid.encode():
+                    self._foreign_key_said = True
+                    at = offsets[list(zip(keys, cids, strict=True)).index((key, cid))]
+                    _warn(
+                        f"`{self.spec.topic}` is keyed by something other than the "
+                        f"conversation id (key `{key.decode(errors='replace')}` on an event "
+                        f"of `{cid}`, [{partition}]@{at}): its state is kept by the "
+                        "conversation each event names; members may share the topic only "
+                        "if each conversation's messages have one key"
+                    )
+                    break
+        latest: dict[str | None, int] = dict(zip(cids, offsets, strict=True))  # -> last offset
+        latest.pop(None, None)
+        for cid, offset in cast(dict[str, int], latest).items():
             if cid not in owner:
                 naming = evaluator.naming(cid)
                 if naming == Naming.WAITING:  # buffered: read again until it is named
-                    self._hold_from.setdefault(cid, (partition, message.offset()))
+                    first = offsets[cids.index(cid)]
+                    self._hold_from.setdefault(cid, (partition, first))
                 elif naming != Naming.JUDGED:
                     continue  # never judged here: nothing to save
                 owner[cid] = partition
-            last[cid] = message.offset()
+            last[cid] = offset
         if evaluator.statistics().held:
             now = time.monotonic()
             holding = evaluator.holding()
             for cid in holding:
-                self._hold_from.setdefault(cid, (partition, first))
+                self._hold_from.setdefault(cid, (partition, offsets[0]))
             self._gaps.note(holding, now)
 
     def _give_up_gaps(self, now: float) -> None:
@@ -508,6 +562,7 @@ class Member:
     def _emit(self, decisions: list[Decision]) -> None:
         if not decisions:
             return
+        self._changed = True
         topic = self.options.verdicts_topic
         if topic is not None:
             for d in decisions:
@@ -682,6 +737,8 @@ class Member:
     def _assign(self, partitions: list[Any]) -> None:
         new = {tp.partition for tp in partitions}
         self._joined = True
+        if new and self.assigned_at is None:
+            self.assigned_at = time.monotonic()
         self._assigned |= new
         self.judged_partitions |= new
         if self._unkeyed and len(self._assigned) < self._partition_count:
@@ -785,6 +842,7 @@ class Member:
                 continue
             self._owner[cid] = partition
             self._written[cid] = state.events
+            self._changed = True  # (a finished one is tombstoned at the next commit)
             if state.finished:
                 self._ended.add(cid)
                 self._last[cid] = -1  # tombstoned once this member commits past it

@@ -19,6 +19,7 @@ and the JUnit file made from the merge hold what one process's hold.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterable
 from itertools import compress
@@ -30,7 +31,7 @@ import msgspec
 from mantle_stream.core.engine.conversation import UnmatchedConversation
 from mantle_stream.core.verdicts import ConversationResult, Occurrence, Statistics, bounded
 
-__all__ = ["Judged", "Partition", "conversation_of", "merge", "partition_of"]
+__all__ = ["Judged", "Partition", "conversation_of", "conversations_of", "merge", "partition_of"]
 
 E = TypeVar("E")
 
@@ -53,6 +54,7 @@ class _Key(msgspec.Struct):
 
 
 _key = msgspec.json.Decoder(_Key).decode
+_keys = msgspec.json.Decoder(_Key).decode_lines
 
 
 def conversation_of(line: bytes) -> str | None:
@@ -63,6 +65,24 @@ def conversation_of(line: bytes) -> str | None:
         key = _key(line)
     except (msgspec.DecodeError, RecursionError):
         return None
+    return _named(key)
+
+
+def conversations_of(chunk: bytes, count: int) -> list[str | None]:
+    """:func:`conversation_of` of each of the ``count`` lines of ``chunk`` (``\\n``
+    between them), decoded in one call; line by line when one is not JSON."""
+    keys: list[_Key] | None = None
+    with contextlib.suppress(msgspec.DecodeError, RecursionError):
+        keys = _keys(chunk)
+    if keys is None or len(keys) != count:  # a bad or a blank line: find which
+        return [conversation_of(line) for line in chunk.split(b"\n")[:count]]
+    unset = msgspec.UNSET  # (_named inlined: a call per line costs as much as the decoding)
+    return [
+        k.conversation_id or (k.sender_id if k.event is not unset else None) or None for k in keys
+    ]
+
+
+def _named(key: _Key) -> str | None:
     flat = key.event is not msgspec.UNSET
     return key.conversation_id or (key.sender_id if flat else None) or None
 
