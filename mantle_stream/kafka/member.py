@@ -67,6 +67,11 @@ FINAL_FLUSH = 30.0
 #: Messages taken from the consumer's queue at a time: each partition's share is
 #: one chunk for the engine, so the cost per chunk is spread over many events.
 BATCH = 5000
+#: Caught up, and fewer messages than this come at a time: a light load, where
+#: what is produced is sent at once rather than after linger.ms (waiting for it
+#: ``LIGHT_FLUSH`` seconds at most).
+LIGHT = 100
+LIGHT_FLUSH = 0.05
 
 _encode = msgspec.json.Encoder().encode
 _state = msgspec.json.Decoder(ConversationState).decode
@@ -121,6 +126,7 @@ class Member:
         # Something was read or published since the last commit: an idle member
         # commits nothing (a commit flushes and waits for the group coordinator).
         self._changed = False
+        self._queued = 0  # records produced since the producer was last flushed
         # Stop messages are published; the conversation itself is judged on as events
         # come, so the verdicts are those of a replay of the topic, whether or not its
         # simulator stops it.
@@ -279,7 +285,8 @@ class Member:
                 # What has been fetched, at once; else the next message as soon as it
                 # comes (a batch call would wait out its whole timeout), then the rest.
                 messages = consumer.consume(BATCH, 0)
-                if not messages:
+                waited = not messages  # nothing was fetched: caught up
+                if waited:
                     messages = consumer.consume(1, 0.1)
                     if messages:
                         messages += consumer.consume(BATCH - 1, 0)
@@ -288,7 +295,16 @@ class Member:
                 self.member_id = self.member_id or consumer.memberid() or ""
                 self._say_client_errors()
                 self._apply(messages, kafka)
-                self._producer.poll(0)
+                if self._queued and waited and len(messages) < LIGHT:
+                    # A light load: what this batch produced is sent now, not after
+                    # linger.ms (kept for the batches of a heavy load). flush(0) alone
+                    # may return before librdkafka's threads see it; this waits for
+                    # the brokers' acknowledgement, a few ms on a network, and at
+                    # most LIGHT_FLUSH (a broker away).
+                    self._producer.flush(LIGHT_FLUSH)
+                    self._queued = 0
+                else:
+                    self._producer.poll(0)
                 now = time.monotonic()
                 self._give_up_gaps(now)
                 self._rate.add(now, self.evaluator.statistics().events)
@@ -555,6 +571,7 @@ class Member:
         while True:
             try:
                 self._producer.produce(topic, key=raw, value=value, **extra, **partition)
+                self._queued += 1
                 return
             except BufferError:
                 self._producer.poll(0.1)
