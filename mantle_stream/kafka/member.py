@@ -6,12 +6,15 @@ the partition its events come from (with ``partition_by_sender: true`` the
 message key is the conversation id, so a conversation lives in one
 partition). A member:
 
-* consumes its partitions and applies each batch of a partition to its
-  evaluator as one chunk (the reorder window orders a burst out of order);
+* consumes its partitions up to ``BATCH`` messages at a time and applies each
+  partition's share to its evaluator as chunks of about ``CHUNK_BYTES``, as a
+  file's lines (the reorder window orders a burst out of order);
 * publishes every decision to the verdicts topic (key = conversation id; the
   JSONL verdict record) and every stop message to the stops topic (each
-  when named: a ``check`` names none unless asked);
-* **commits** every ``commit_interval`` seconds, on revoke and at shutdown,
+  when named: a ``check`` names none unless asked), lingering 5 ms for the
+  batches of a heavy load, sent at once at a light one;
+* **commits** every ``commit_interval`` seconds when something was read or
+  published since the last commit, on revoke and at shutdown,
   in this order: the producer is flushed (every verdict so far delivered);
   the state of each of the partition's open conversations that changed is
   written to the compacted state topic (key = conversation id, into the
