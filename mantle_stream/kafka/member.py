@@ -494,10 +494,17 @@ class Member:
         cids = conversations_of(chunk, len(offsets))
         if not self._foreign_key_said:
             keys = [message.key() for message in batch[: len(offsets)]]
-            for key, cid in set(zip(keys, cids, strict=True)):
-                if key is not None and cid is not None and key != cid.encode():
+            pairs = list(zip(keys, cids, strict=True))
+            # Each distinct (key, conversation) looked at once; the first in order told.
+            foreign = {
+                (key, cid)
+                for key, cid in set(pairs)
+                if key is not None and cid is not None and key != cid.encode()
+            }
+            for at, (key, cid) in zip(offsets, pairs if foreign else [], strict=False):
+                if (key, cid) in foreign:
+                    assert key is not None
                     self._foreign_key_said = True
-                    at = offsets[list(zip(keys, cids, strict=True)).index((key, cid))]
                     _warn(
                         f"`{self.spec.topic}` is keyed by something other than the "
                         f"conversation id (key `{key.decode(errors='replace')}` on an event "
