@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+
+import mantle_stream as ms
+from mantle_stream.kafka.member import Member
+from mantle_stream.kafka.options import KafkaOptions, KafkaSpec
 
 from _harness import run_cli, run_cli_in_process
 from _kafka import FAST_CONSUMER, KafkaBroker, Outage, free_port, kafka_broker, start_tansu
@@ -580,3 +585,45 @@ def test_a_dead_letter_topic_where_nothing_would_go_is_a_usage_error(
     done = run_cli_in_process("check", str(SCENARIO), *extra, "--dead-letter-topic", "dead")
     assert done.returncode == 2
     assert done.stderr == f"mantle-stream: error: {message}\n"
+
+
+def test_the_report_tells_joining_the_group_from_judging(kafka_broker: KafkaBroker) -> None:
+    """The seconds until the group gave the member partitions and from then to its
+    last events applied: the benchmark's steady-state rate is events ÷ the second."""
+    topic = f"timed-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 4)
+    _produce(kafka_broker, topic, _interleaved(_conversations(2)))
+    started = time.monotonic()
+    done = run_cli(*_check(kafka_broker, topic))
+    took = time.monotonic() - started
+    group = json.loads(done.stdout)["kafka"]
+    assert 0 < group["join_seconds"] < took, done.stderr
+    assert 0 <= group["judge_seconds"] < took - group["join_seconds"]
+
+
+def test_an_idle_member_does_not_commit_again(kafka_broker: KafkaBroker) -> None:
+    """A commit flushes the producer and waits for the group coordinator: a member
+    with nothing read or published since its last commit makes none."""
+    topic = f"idle-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 1)
+    _produce(kafka_broker, topic, _interleaved(_conversations(1)))
+    spec = KafkaSpec(bootstrap=kafka_broker.bootstrap, topic=topic, settings={})
+    options = KafkaOptions(
+        group=f"g-{topic}",
+        offsets="earliest",
+        state_topic=f"{topic}.state",
+        commit_interval=0.2,
+        consumer={k: str(v) for k, v in FAST_CONSUMER.items()},
+    )
+    member = Member(ms.Evaluator(ms.load_scenarios([SCENARIO])), spec, options)
+    running = threading.Thread(target=member.run)
+    running.start()
+    try:
+        _wait_for(lambda: member.stats().commits >= 1 and member.lag() == 0, 30, "read, commit")
+        time.sleep(0.5)  # a commit of the last events read
+        commits = member.stats().commits
+        time.sleep(1.5)  # 7 commit intervals, nothing read
+        assert member.stats().commits == commits
+    finally:
+        member.stop()
+        running.join(30)

@@ -23,6 +23,7 @@ import pytest
 
 import mantle_stream as ms
 from mantle_stream.core.engine.partition import Partition, merge, partition_of
+from mantle_stream.core.events.decode import conversation_of, conversations_of
 
 from _harness import (
     Ev,
@@ -61,6 +62,20 @@ def test_the_partition_of_an_id_is_fixed_for_ever() -> None:
         env={**os.environ, "PYTHONHASHSEED": "123"},
     )
     assert int(other.stdout) == partition_of("x", 5)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [b'{"conversation_id": "a"}', b'{"sender_id": "b", "event": "x"}', b'{"sender_id": "c"}'],
+        [b'{"conversation_id": "a"}', b"not json", b"", b"[1]", b'{"conversation_id": ""}'],
+    ],
+    ids=["every-shape", "bad-and-blank-lines"],
+)
+def test_the_conversations_of_a_chunk_are_those_of_its_lines(lines: list[bytes]) -> None:
+    """Decoded in one call (a Kafka batch), line by line where one is not JSON."""
+    chunk = b"\n".join(lines) + b"\n"
+    assert conversations_of(chunk, len(lines)) == [conversation_of(line) for line in lines]
 
 
 def test_conversations_spread_over_the_workers() -> None:

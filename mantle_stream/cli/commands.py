@@ -820,6 +820,8 @@ def _kafka(args: argparse.Namespace, session: _RunOutputs) -> int:
         published=stats.published,
         restored=stats.restored,
         not_resumed=stats.not_resumed,
+        join_seconds=stats.join_seconds,
+        judge_seconds=stats.judge_seconds,
     )
     outcome = msgspec.structs.replace(outcome, stopped_early=tuple(member.stopped_early))
     fmt = args.format if check else "live"

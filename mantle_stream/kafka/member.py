@@ -6,12 +6,15 @@ the partition its events come from (with ``partition_by_sender: true`` the
 message key is the conversation id, so a conversation lives in one
 partition). A member:
 
-* consumes its partitions and applies each batch of a partition to its
-  evaluator as one chunk (the reorder window orders a burst out of order);
+* consumes its partitions up to ``BATCH`` messages at a time and applies each
+  partition's share to its evaluator as chunks of about ``CHUNK_BYTES``, as a
+  file's lines (the reorder window orders a burst out of order);
 * publishes every decision to the verdicts topic (key = conversation id; the
   JSONL verdict record) and every stop message to the stops topic (each
-  when named: a ``check`` names none unless asked);
-* **commits** every ``commit_interval`` seconds, on revoke and at shutdown,
+  when named: a ``check`` names none unless asked), lingering 5 ms for the
+  batches of a heavy load, sent at once at a light one;
+* **commits** every ``commit_interval`` seconds when something was read or
+  published since the last commit, on revoke and at shutdown,
   in this order: the producer is flushed (every verdict so far delivered);
   the state of each of the partition's open conversations that changed is
   written to the compacted state topic (key = conversation id, into the
@@ -44,7 +47,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -52,9 +55,10 @@ from mantle_stream.core.engine.checkpoints import ConversationState
 from mantle_stream.core.engine.conversation import ScenarioStatus
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, UsageError
-from mantle_stream.core.events.decode import conversation_of
+from mantle_stream.core.events.decode import conversation_of, conversations_of
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
+from mantle_stream.feeds.lines import CHUNK_BYTES
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
 from mantle_stream.kafka.stamped import StampedOrder
@@ -63,6 +67,15 @@ __all__ = ["Member", "MemberStats"]
 
 #: Seconds the last commit waits for the brokers to confirm what was produced.
 FINAL_FLUSH = 30.0
+
+#: Messages taken from the consumer's queue at a time: each partition's share is
+#: one chunk for the engine, so the cost per chunk is spread over many events.
+BATCH = 5000
+#: Caught up, and fewer messages than this come at a time: a light load, where
+#: what is produced is sent at once rather than after linger.ms (waiting for it
+#: ``LIGHT_FLUSH`` seconds at most).
+LIGHT = 100
+LIGHT_FLUSH = 0.05
 
 _encode = msgspec.json.Encoder().encode
 _state = msgspec.json.Decoder(ConversationState).decode
@@ -81,6 +94,8 @@ class MemberStats(msgspec.Struct, frozen=True):
     commits: int
     restored: int  # conversations resumed from the state topic
     not_resumed: int  # state records that did not decode or fit: judged afresh
+    join_seconds: float | None  # from the start to its first partitions (None: given none)
+    judge_seconds: float  # from its first partitions to the last events it applied
 
 
 class Member:
@@ -109,6 +124,13 @@ class Member:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.latest: deque[Decision] = deque(maxlen=20)
+        # Join time and steady state told apart (the benchmark reports both).
+        self.assigned_at: float | None = None  # when it was first given partitions
+        self.applied_at: float | None = None  # when it last applied events
+        # Something was read or published since the last commit: an idle member
+        # commits nothing (a commit flushes and waits for the group coordinator).
+        self._changed = False
+        self._queued = 0  # records produced since the producer was last flushed
         # Stop messages are published; the conversation itself is judged on as events
         # come, so the verdicts are those of a replay of the topic, whether or not its
         # simulator stops it.
@@ -181,6 +203,12 @@ class Member:
             commits=self._commits,
             restored=self._restored,
             not_resumed=self._not_resumed,
+            join_seconds=None if self.assigned_at is None else self.assigned_at - self.started,
+            judge_seconds=(
+                0.0
+                if self.assigned_at is None or self.applied_at is None
+                else max(self.applied_at - self.assigned_at, 0.0)
+            ),
         )
 
     def members(self) -> list[str]:
@@ -262,22 +290,39 @@ class Member:
             while not self._stopping:
                 # What has been fetched, at once; else the next message as soon as it
                 # comes (a batch call would wait out its whole timeout), then the rest.
-                messages = consumer.consume(500, 0)
-                if not messages:
+                messages = consumer.consume(BATCH, 0)
+                waited = not messages  # nothing was fetched: caught up
+                if waited:
                     messages = consumer.consume(1, 0.1)
                     if messages:
-                        messages += consumer.consume(499, 0)
+                        messages += consumer.consume(BATCH - 1, 0)
                 if self._error is not None:
                     raise self._error
                 self.member_id = self.member_id or consumer.memberid() or ""
                 self._say_client_errors()
                 self._apply(messages, kafka)
-                self._producer.poll(0)
+                if self._queued and waited and len(messages) < LIGHT:
+                    # A light load: what this batch produced is sent now, not after
+                    # linger.ms (kept for the batches of a heavy load). flush(0) alone
+                    # may return before librdkafka's threads see it; this waits for
+                    # the brokers' acknowledgement, a few ms on a network, and at
+                    # most LIGHT_FLUSH (a broker away).
+                    self._producer.flush(LIGHT_FLUSH)
+                    self._queued = 0
+                else:
+                    self._producer.poll(0)
                 now = time.monotonic()
                 self._give_up_gaps(now)
                 self._rate.add(now, self.evaluator.statistics().events)
-                if now - last_commit >= options.commit_interval and self._assigned:
+                if (
+                    self._changed
+                    and now - last_commit >= options.commit_interval
+                    and self._assigned
+                ):
+                    commits, self._changed = self._commits, False
                     self._commit(set(self._assigned))
+                    if self._commits == commits:  # not done: tried again next interval
+                        self._changed = True
                     last_commit = now
                 if (
                     options.stats_interval is not None
@@ -369,6 +414,7 @@ class Member:
     def _apply(self, messages: list[Any], kafka: Any) -> None:
         """Each partition's messages as one chunk; their decisions and stops published."""
         by_partition: dict[int, list[Any]] = {}
+        assigned = self._assigned
         for message in messages:
             error = message.error()
             if error is not None:
@@ -378,10 +424,13 @@ class Member:
                     self._consumer_error(error)
                 continue
             partition = message.partition()
-            if partition not in self._assigned:
+            if partition not in assigned:
                 continue  # fetched before a revoke: the next owner reads it
-            self._eof.discard(partition)
-            by_partition.setdefault(partition, []).append(message)
+            batch = by_partition.get(partition)
+            if batch is None:
+                batch = by_partition[partition] = []
+                self._eof.discard(partition)
+            batch.append(message)
             # (A row naming no conversation, which rekey copies unkeyed, is a bad event.)
             if (
                 message.key() is None
@@ -391,6 +440,7 @@ class Member:
                 self._unkeyed = True
                 self._refuse_unkeyed()
         if by_partition:
+            self._changed = True
             self._last_message = time.monotonic()
         if self._unkeyed:  # a conversation over several partitions: by record time
             for partition, batch in by_partition.items():
@@ -402,65 +452,98 @@ class Member:
             return
         for partition, batch in by_partition.items():
             self._apply_partition(partition, batch)
+        if by_partition:
+            self.applied_at = time.monotonic()
 
     def _apply_partition(self, partition: int, batch: list[Any]) -> None:
-        evaluator = self.evaluator
-        lines = [
-            (message.value() or b"").replace(b"\n", b" ").replace(b"\r", b" ") for message in batch
-        ]
+        """The batch as chunks of lines (a message one line, as in a file) of about
+        ``CHUNK_BYTES`` each, the size the engine decodes fastest, each decoded and
+        applied in one call; then the conversations it touched noted."""
+        values = [message.value() or b"" for message in batch]
+        start = size = 0
+        for end, value in enumerate(values, 1):
+            size += len(value) + 1
+            if size >= CHUNK_BYTES or end == len(values):
+                self._apply_chunk(partition, batch[start:end], values[start:end])
+                start, size = end, 0
+
+    def _apply_chunk(self, partition: int, batch: list[Any], values: list[bytes]) -> None:
+        chunk = b"\n".join(values)
+        if b"\r" in chunk or chunk.count(b"\n") != len(values) - 1:  # a value of lines
+            chunk = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
+        chunk += b"\n"
         offsets = [message.offset() for message in batch]
         where = f"{self.spec.topic}[{partition}] (offset)"
         on_bad = None if self.on_bad is None else self._bad(batch)
         try:
-            decisions = evaluator.push_chunk(
-                b"\n".join(lines) + b"\n", on_bad=on_bad, first_line=0, source=where
-            )
+            decisions = self.evaluator.push_chunk(chunk, on_bad=on_bad, first_line=0, source=where)
         except EventError as exc:
             # The events before it were applied: their verdicts go out, and the commit
             # (on leaving) covers them, not the bad one, which a restart reads again.
             bad = exc.line or 0
-            self._own(partition, batch[:bad], lines[:bad], offsets[0])
+            self._own(partition, batch[:bad], chunk, offsets[:bad])
             self._next[partition] = offsets[bad]
             self._emit(exc.decisions)
             raise exc.at(offsets[bad]) from None
-        self._own(partition, batch, lines, offsets[0])
+        self._own(partition, batch, chunk, offsets)
         self._next[partition] = offsets[-1] + 1
         self._emit(decisions)
 
-    def _own(self, partition: int, batch: list[Any], lines: list[bytes], first: int) -> None:
-        """Note the conversations of a batch applied: their partition, their last
-        offset, and which must be read again from here after a restart."""
+    def _own(self, partition: int, batch: list[Any], chunk: bytes, offsets: list[int]) -> None:
+        """Note the conversations of the first ``len(offsets)`` messages of a batch
+        applied (``chunk`` their lines): their partition, their last offset, and which
+        must be read again from here after a restart.
+
+        Per conversation, not per message: the conversations are decoded from the
+        chunk in one call, and the dictionaries below built in C."""
+        if not offsets:
+            return
         evaluator = self.evaluator
         owner, last = self._owner, self._last
-        for message, line in zip(batch, lines, strict=True):
-            # The conversation the event names, never the message's key: its state is
-            # saved and restored under it (a key of another kind left it unsaved).
-            cid = conversation_of(line)
-            if cid is None:
-                continue
-            key = message.key()
-            if key is not None and not self._foreign_key_said and key != cid.encode():
-                self._foreign_key_said = True
-                _warn(
-                    f"`{self.spec.topic}` is keyed by something other than the conversation "
-                    f"id (key `{key.decode(errors='replace')}` on an event of `{cid}`, "
-                    f"[{partition}]@{message.offset()}): its state is kept by the "
-                    "conversation each event names; members may share the topic only if "
-                    "each conversation's messages have one key"
-                )
+        # The conversation each event names, never the message's key: its state is
+        # saved and restored under it (a key of another kind left it unsaved).
+        cids = conversations_of(chunk, len(offsets))
+        if not self._foreign_key_said:
+            keys = [message.key() for message in batch[: len(offsets)]]
+            pairs = list(zip(keys, cids, strict=True))
+            # Each distinct (key, conversation) looked at once; the first in order told.
+            foreign = {
+                (key, cid)
+                for key, cid in set(pairs)
+                if key is not None and cid is not None and key != cid.encode()
+            }
+            for at, (key, cid) in zip(offsets, pairs if foreign else [], strict=False):
+                if (key, cid) in foreign:
+                    assert key is not None
+                    self._foreign_key_said = True
+                    _warn(
+                        f"`{self.spec.topic}` is keyed by something other than the "
+                        f"conversation id (key `{key.decode(errors='replace')}` on an event "
+                        f"of `{cid}`, [{partition}]@{at}): its state is kept by the "
+                        "conversation each event names; members may share the topic only "
+                        "if each conversation's messages have one key"
+                    )
+                    break
+        latest: dict[str | None, int] = dict(zip(cids, offsets, strict=True))  # -> last offset
+        latest.pop(None, None)
+        for cid, offset in cast(dict[str, int], latest).items():
             if cid not in owner:
                 naming = evaluator.naming(cid)
-                if naming == ScenarioStatus.WAITING:  # buffered: read again until it is named
-                    self._hold_from.setdefault(cid, (partition, message.offset()))
+                if naming in (
+                    ScenarioStatus.WAITING,
+                    ScenarioStatus.CANDIDATES,
+                ):  # buffered: read again until it is named
+                    first = offsets[cids.index(cid)]
+                    self._hold_from.setdefault(cid, (partition, first))
                 elif naming != ScenarioStatus.JUDGED:
                     continue  # never judged here: nothing to save
                 owner[cid] = partition
-            last[cid] = message.offset()
+            last[cid] = offset
         if evaluator.statistics().held:
             now = time.monotonic()
             holding = evaluator.holding()
             for cid in holding:
-                self._hold_from.setdefault(cid, (partition, first))
+                self._hold_from.setdefault(cid, (partition, offsets[0]))
             self._gaps.note(holding, now)
 
     def _give_up_gaps(self, now: float) -> None:
@@ -512,6 +595,7 @@ class Member:
         while True:
             try:
                 self._producer.produce(topic, key=raw, value=value, **extra, **partition)
+                self._queued += 1
                 return
             except BufferError:
                 self._producer.poll(0.1)
@@ -519,6 +603,7 @@ class Member:
     def _emit(self, decisions: list[Decision]) -> None:
         if not decisions:
             return
+        self._changed = True
         topic = self.options.verdicts_topic
         if topic is not None:
             for d in decisions:
@@ -696,6 +781,8 @@ class Member:
     def _assign(self, partitions: list[Any]) -> None:
         new = {tp.partition for tp in partitions}
         self._joined = True
+        if new and self.assigned_at is None:
+            self.assigned_at = time.monotonic()
         self._assigned |= new
         self.judged_partitions |= new
         if self._unkeyed and len(self._assigned) < self._partition_count:
@@ -800,6 +887,7 @@ class Member:
                 continue
             self._owner[cid] = partition
             self._written[cid] = state.events
+            self._changed = True  # (a finished one is tombstoned at the next commit)
             if state.finished:
                 self._ended.add(cid)
                 self._last[cid] = -1  # tombstoned once this member commits past it

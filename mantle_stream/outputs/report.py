@@ -231,6 +231,8 @@ class GroupReport(msgspec.Struct, frozen=True):
     published: int  # verdict records sent to the verdicts topic
     restored: int  # conversations resumed from the state topic
     not_resumed: int = 0  # state records that did not decode or fit: judged afresh
+    join_seconds: float | None = None  # from the start to its first partitions
+    judge_seconds: float = 0.0  # from its first partitions to the last events applied
 
 
 class AmbiguousRun(msgspec.Struct, frozen=True):

@@ -9,6 +9,8 @@ newer engine's kind (counted by name and skipped), or a bad event:
 
 from __future__ import annotations
 
+import contextlib
+
 import msgspec
 
 from mantle_stream.core.errors import EventError
@@ -32,6 +34,7 @@ __all__ = [
     "EventDecoder",
     "LineNames",
     "conversation_of",
+    "conversations_of",
     "decode_events",
     "line_names",
 ]
@@ -85,6 +88,23 @@ def conversation_of(line: bytes) -> str | None:
     those fields; None when it names none or is not JSON."""
     names = line_names(line)
     return None if names is None else names.conversation()
+
+
+_lines_names = msgspec.json.Decoder(LineNames).decode_lines
+
+
+def conversations_of(chunk: bytes, count: int) -> list[str | None]:
+    """:func:`conversation_of` of each of the ``count`` lines of ``chunk`` (``\\n``
+    between them), decoded in one call; line by line when one is not JSON."""
+    names: list[LineNames] | None = None
+    with contextlib.suppress(msgspec.DecodeError, RecursionError):
+        names = _lines_names(chunk)
+    if names is None or len(names) != count:  # a bad or a blank line: find which
+        return [conversation_of(line) for line in chunk.split(b"\n")[:count]]
+    unset = msgspec.UNSET  # (LineNames.conversation inlined: a call per line costs as
+    return [  # much as the decoding)
+        n.conversation_id or (n.sender_id if n.event is not unset else None) or None for n in names
+    ]
 
 
 def decode_events(data: bytes | str, *, source: str = "<events>") -> list[Event]:
