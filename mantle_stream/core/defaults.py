@@ -7,6 +7,7 @@ A leaf module with no imports, so that reading the arguments (and answering
 from __future__ import annotations
 
 __all__ = [
+    "CHUNK_BYTES",
     "DEFAULT_GAP_TIMEOUT",
     "DEFAULT_REGEX_TIMEOUT",
     "DEFAULT_REORDER_WINDOW",
@@ -26,3 +27,8 @@ DEFAULT_REGEX_TIMEOUT = 0.05
 
 #: --linger not given: each live source's own default (see cli.commands._linger).
 LINGER_UNSET = -1.0
+
+#: The size of the chunks handed to the engine: large enough to amortize decoding,
+#: small enough that the garbage collector never walks a huge batch (files, sockets
+#: and the Kafka member all cut their input so).
+CHUNK_BYTES = 64 * 1024

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from mantle_stream.core.defaults import CHUNK_BYTES
+
 __all__ = ["CHUNK_BYTES", "READ_BYTES", "LineChunker", "split_lines"]
 
-#: The size of the chunks handed to the engine.
-CHUNK_BYTES = 64 * 1024
 #: One read of a regular file (then split into chunks): a thread hand-off per
 #: read costs about as much as judging a few hundred events.
 READ_BYTES = 512 * 1024

@@ -51,6 +51,7 @@ from typing import Any, cast
 
 import msgspec
 
+from mantle_stream.core.defaults import CHUNK_BYTES
 from mantle_stream.core.engine.checkpoints import ConversationState
 from mantle_stream.core.engine.conversation import ScenarioStatus
 from mantle_stream.core.engine.evaluator import Evaluator
@@ -58,7 +59,6 @@ from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, Us
 from mantle_stream.core.events.decode import conversation_of, conversations_of
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
-from mantle_stream.feeds.lines import CHUNK_BYTES
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
 from mantle_stream.kafka.stamped import StampedOrder
