@@ -1030,13 +1030,27 @@ def _values_on(line: bytes) -> int:
         return 1
 
 
+def _fragment(line: bytes) -> bool:
+    """A line that holds no whole JSON value (a part of one spread over lines)."""
+    try:
+        msgspec.json.Decoder().decode_lines(line)
+        return False
+    except (msgspec.DecodeError, RecursionError):
+        return True
+
+
 def chunking_changes_nothing(kind: str, lines: list[bytes], cuts: list[int]) -> None:
     lines = [part for line in lines for part in line.split(b"\n")]
-    # The documented limit of the chunk fast path (see Evaluator.push_chunk): a
-    # chunk with blank lines *and* lines of several JSON values is not checked.
+    # The documented limit of the chunk fast path (see Evaluator.push_chunk): a chunk
+    # with lines of several JSON values *and* blank lines, or a value spread over
+    # lines (lines that decode as a whole but not one by one), is not checked.
     assume(
         not (
-            any(not line.strip() for line in lines) and any(_values_on(line) > 1 for line in lines)
+            any(_values_on(line) > 1 for line in lines)
+            and (
+                any(not line.strip() for line in lines)
+                or (any(_fragment(line) for line in lines) and not _fragment(_join(lines)))
+            )
         )
     )
 

@@ -289,6 +289,13 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         (a connection, say) owns the conversations it opens: its events for a
         conversation another owner holds are refused and counted
         (``foreign_events``) until that owner is released (:meth:`release_owner`).
+
+        The fast path decodes the whole chunk at once and trusts it when it holds as
+        many JSON values as lines. Where lines of several values make up for blank
+        lines, or for a value spread over several lines (``{`` alone on a line), the
+        count matches and those values are applied where line by line they would be
+        bad events: a writer of one event per line never writes either (checking
+        every line would cost a quarter of decoding).
         """
         first = self._line + 1 if first_line is None else first_line
         self._source = source
