@@ -481,6 +481,7 @@ async def test_the_results_folder_arriving_mid_run_names_the_scenario(tmp_path: 
 # ---------------------------------------------------------------------------- load
 
 
+@pytest.mark.slow  # 50 runs at once through a gate on 2 cores: 8 to 12 s
 async def test_fifty_concurrent_runs_are_judged_and_stopped_alike() -> None:
     recorded = _recorded()
     scenarios = _scenarios()

@@ -407,6 +407,7 @@ def test_a_row_without_sequence_never_takes_the_next_rows_sequence() -> None:
     assert ev.statistics().late_events == 1
 
 
+@pytest.mark.slow  # a run interrupted, then restarted: 7 s
 @pytest.mark.timeout(60)
 def test_sigterm_writes_a_final_checkpoint_and_the_restart_completes(tmp_path: Path) -> None:
     feed = tmp_path / "live.jsonl"

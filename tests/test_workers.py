@@ -373,6 +373,7 @@ def _slow_run(tmp_path: Path) -> tuple[Path, Path]:
     return scenario, feed
 
 
+@pytest.mark.slow  # a 10 s run interrupted after 4 s: timed, and slow
 def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
     scenario, feed = _slow_run(tmp_path)
     process = subprocess.Popen(
@@ -451,6 +452,7 @@ def test_a_feed_error_in_a_worker_is_one_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in runs[1].stderr
 
 
+@pytest.mark.slow  # a signal every 5 ms through a run: 6 s each
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_signals_after_the_workers_finished_leave_the_report_whole(
     tmp_path: Path, sig: signal.Signals
