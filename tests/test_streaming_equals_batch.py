@@ -201,7 +201,7 @@ def test_final_results_equal_batch(feed: Feed, sizes: list[int] | None) -> None:
 
 
 @SHRINK_TIMEOUT
-@ORACLE_SETTINGS
+@PROPERTY_SETTINGS  # (test_final_results_equal_batch_longer draws these 2,000 times, -m slow)
 @given(feeds(max_assertions=3, focus=True), st.one_of(st.none(), chunk_sizes))
 def test_final_results_equal_batch_tools_within_one_turn(
     feed: Feed, sizes: list[int] | None
