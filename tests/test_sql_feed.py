@@ -226,17 +226,25 @@ def test_follow_picks_up_rows_written_after_it_started(tmp_path: Path) -> None:
     assert [line.decode() for line in anyio.run(follow)] == lines
 
 
+def _check_with_a_bad_row(
+    db: Path, row_id: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    """``check`` of the store after the row ``row_id`` (an SQL literal) was broken:
+    its exit status and standard error."""
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE events SET data = '{{not json' WHERE id = {row_id}")
+    conn.close()
+    capsys.readouterr()
+    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--format", "json"])
+    return status, capsys.readouterr().err
+
+
 def test_a_bad_row_is_named_by_its_table_and_id(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lines = example_lines()[:20]
     db = make_db(tmp_path / "rasa.db", lines)
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE events SET data = '{not json' WHERE id = 7")
-    conn.close()
-    capsys.readouterr()
-    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--format", "json"])
-    err = capsys.readouterr().err
+    status, err = _check_with_a_bad_row(db, "7", capsys)
     assert status == 2
     assert f"sqlite:///{db} (table events, row id):7: bad event" in err
 
@@ -369,12 +377,7 @@ def test_rows_without_integer_ids_are_numbered_by_their_place(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = _keyed_by(tmp_path / "events.db", [f"r{i:05d}" for i in range(len(example_lines()))])
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE events SET data = '{oops' WHERE id = 'r00003'")
-    conn.close()
-    capsys.readouterr()
-    status = main(["check", str(SCENARIOS), "--events", f"sqlite:///{db}", "--format", "json"])
-    err = capsys.readouterr().err
+    status, err = _check_with_a_bad_row(db, "'r00003'", capsys)
     assert status == 2
     # The fourth row in id order: a text id is no line number.
     assert f"sqlite:///{db} (table events, row in id order):4: bad event" in err
