@@ -243,8 +243,10 @@ def test_a_stopped_run_of_several_candidates_is_stopped_under_each() -> None:
     evaluator.stop(cid)
     evaluator.finish_all()
     [u] = evaluator.unmatched()
-    for name, apart in evaluator._apart.items():
-        assert "skipped" in {a.verdict for a in apart.result(cid).assertions}, name
+    for name, apart in evaluator._choice.apart.items():
+        judged = apart.conversation(cid)
+        assert judged is not None
+        assert "skipped" in {r.verdict for r in judged.results if r is not None}, name
     assert u.candidate_verdicts
 
 
@@ -281,7 +283,11 @@ def test_a_run_let_go_of_is_reported_with_its_candidates_and_leaves_them() -> No
     evaluator.finish_all()
     ambiguous = [u for u in let_go if getattr(u, "candidate_verdicts", ())]
     assert len(ambiguous) == len(_ambiguous_ids(card))
-    assert all(not apart._convs for apart in evaluator._apart.values())  # nothing kept
+    aparts = evaluator._choice.apart.values()
+    assert aparts
+    assert all(  # nothing kept
+        apart.conversation(u.conversation_id) is None for apart in aparts for u in ambiguous
+    )
 
 
 def test_with_one_scenario_a_run_naming_another_in_its_metadata_is_not_judged() -> None:

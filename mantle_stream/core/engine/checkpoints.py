@@ -17,19 +17,12 @@ import msgspec
 
 from mantle_stream.core.assertions.base import UNTOUCHED
 from mantle_stream.core.assertions.compiler import Plan
-from mantle_stream.core.engine.conversation import (
-    RECENT_IDS,
-    Conversation,
-)
+from mantle_stream.core.engine.conversation import RECENT_IDS, Conversation, Conversations
+from mantle_stream.core.engine.notes import Notes
 from mantle_stream.core.errors import UsageError
-from mantle_stream.core.verdicts import (
-    Decision,
-    Occurrence,
-    Tally,
-    ToolCallScores,
-)
+from mantle_stream.core.verdicts import Decision, Occurrence, Tally, ToolCallScores
 
-__all__ = ["Checkpoint", "Checkpoints", "ConversationState"]
+__all__ = ["Checkpoint", "Checkpoints", "ConversationState", "Frozen"]
 
 
 class ConversationState(msgspec.Struct, frozen=True):
@@ -86,24 +79,63 @@ _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _checkpoint_encoder = msgspec.json.Encoder()
 
 
-class Checkpoints:
-    """Saving and restoring state: a mixin of :class:`~.evaluator.Evaluator`."""
+class Frozen:
+    """Finished conversations' encoded states, each encoded once for every checkpoint.
 
-    tally: Tally
-    _plans: list[Plan]
-    _by_name: dict[str, Plan]
-    _convs: dict[str, Conversation]
-    _open_convs: dict[str, Conversation]
-    _judged: int
-    _omitted: dict[str, int]
-    _frozen: dict[str, msgspec.Raw]
-    _unfrozen: deque[str] | None
-    _occurrences: list[Occurrence]
-    _noted: dict[str, int]
+    ``waiting``: ids of finished conversations not encoded yet, once checkpoints
+    are taken (see :meth:`Checkpoints.freeze_finished`); None until then, so a
+    run without them holds nothing here. Ids, not conversations: one let go of
+    is freed at once.
+    """
+
+    __slots__ = ("encoded", "waiting")
+
+    def __init__(self) -> None:
+        self.encoded: dict[str, msgspec.Raw] = {}
+        self.waiting: deque[str] | None = None
+
+    def queue(self, cid: str) -> None:
+        """A judged conversation finished: encode it for the next checkpoint."""
+        if self.waiting is not None:
+            self.waiting.append(cid)
+
+    def thaw(self, cid: str) -> None:
+        """A finished conversation's state changed (what came after its end): its
+        encoding is stale, so it is encoded again for the next checkpoint."""
+        if self.encoded.pop(cid, None) is not None and self.waiting is not None:
+            self.waiting.append(cid)
+
+    def drop(self, cid: str) -> None:
+        """The conversation was let go of: nothing of it is saved."""
+        self.encoded.pop(cid, None)
+
+
+class Checkpoints:
+    """Saves an evaluator's conversations and counters, and restores them."""
+
+    __slots__ = ("book", "by_name", "frozen", "notes", "omitted", "plans", "tally")
+
+    def __init__(
+        self,
+        plans: list[Plan],
+        by_name: dict[str, Plan],
+        book: Conversations,
+        tally: Tally,
+        notes: Notes,
+        omitted: dict[str, int],
+        frozen: Frozen,
+    ) -> None:
+        self.plans = plans
+        self.by_name = by_name  # each plan by its scenario's name and file stem
+        self.book = book
+        self.tally = tally
+        self.notes = notes
+        self.omitted = omitted  # Retention's counters of the conversations let go of
+        self.frozen = frozen
 
     def conversation_state(self, conversation_id: str) -> ConversationState:
         """The state of one judged conversation as plain data."""
-        conv = self._convs.get(conversation_id)
+        conv = self.book.all.get(conversation_id)
         if conv is None or conv.plan is None:
             raise UsageError(f"no judged conversation `{conversation_id}`")
         waiting = [e.event_id for _, _, e, _ in conv.held or () if e.sequence is None]
@@ -142,7 +174,7 @@ class Checkpoints:
         sequence it already applied, or one of the first ``unsequenced`` rows
         without a sequence. So a feed can be re-read from the start.
         """
-        plan = self._by_name.get(state.scenario)
+        plan = self.by_name.get(state.scenario)
         if plan is None:
             raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
         machines = len(plan.kinds) if state.finished else len(state.machines)
@@ -179,11 +211,7 @@ class Checkpoints:
             conv.tools.restore(state.expected_tools)
         conv.pending = sum(1 for r in conv.results if r is None)
         conv.failed = any(r is not None and r.verdict == "failed" for r in conv.results)
-        if conv.cid not in self._convs:
-            self._judged += 1
-        self._convs[conv.cid] = conv
-        if not conv.finished:
-            self._open_convs[conv.cid] = conv
+        self.book.add(conv)
 
     def freeze_finished(self, limit: int) -> int:
         """Encode up to ``limit`` finished conversations for the next :meth:`checkpoint`;
@@ -194,12 +222,12 @@ class Checkpoints:
         so that encoding thousands of newly finished conversations never
         holds the event loop at once; :meth:`checkpoint` encodes what is left.
         """
-        queue = self._unfrozen
+        queue = self.frozen.waiting
         if queue is None:  # the first call: every finished conversation so far
-            queue = self._unfrozen = deque(
-                c.cid for c in self._convs.values() if c.finished and c.plan is not None
+            queue = self.frozen.waiting = deque(
+                c.cid for c in self.book.all.values() if c.finished and c.plan is not None
             )
-        frozen, convs = self._frozen, self._convs
+        frozen, convs = self.frozen.encoded, self.book.all
         while limit > 0 and queue:
             cid = queue.popleft()
             if cid in convs and cid not in frozen:  # (not let go of already)
@@ -213,19 +241,19 @@ class Checkpoints:
         Events held in a reorder window are not included: they were not
         applied, so re-reading the feed delivers them again.
         """
-        self.freeze_finished(len(self._convs))
-        frozen = self._frozen
+        self.freeze_finished(len(self.book.all))
+        frozen = self.frozen.encoded
         states: list[Any] = [
             frozen[conv.cid] if conv.finished else self.conversation_state(conv.cid)
-            for conv in self._convs.values()
+            for conv in self.book.all.values()
             if conv.plan is not None
         ]
         return _checkpoint_encoder.encode(
             Checkpoint(
                 version=_CHECKPOINT_VERSION,
-                scenarios=[p.scenario.name for p in self._plans],
-                fingerprints=self._fingerprints(),
-                omitted=dict(self._omitted),
+                scenarios=[p.scenario.name for p in self.plans],
+                fingerprints=self.fingerprints(),
+                omitted=dict(self.omitted),
                 conversations=states,
                 **{
                     **self.tally.saved(),
@@ -233,14 +261,13 @@ class Checkpoints:
                     # saved: a re-read counts both again.
                     "events": self.tally.events
                     - self.tally.held
-                    - sum(c.events for c in self._convs.values() if c.plan is None),
+                    - sum(c.events for c in self.book.all.values() if c.plan is None),
                 },
-                # Not the unknown kinds': like their counts, a re-read meets them again.
-                occurrences=[o for o in self._occurrences if o.warning != "unknown_kinds"],
+                occurrences=self.notes.saved(),
             )
         )
 
-    def _fingerprints(self) -> list[str]:
+    def fingerprints(self) -> list[str]:
         # (expected_tools only when there are some: older checkpoints stay valid)
         return [
             hashlib.sha256(
@@ -251,7 +278,7 @@ class Checkpoints:
                     else b""
                 )
             ).hexdigest()[:16]
-            for p in self._plans
+            for p in self.plans
         ]
 
     def restore(self, data: bytes) -> None:
@@ -262,7 +289,7 @@ class Checkpoints:
             raise UsageError(f"not a mantle-stream checkpoint: {exc}") from None
         if saved.version != _CHECKPOINT_VERSION:
             raise UsageError(f"checkpoint version {saved.version} is not supported")
-        names = [p.scenario.name for p in self._plans]
+        names = [p.scenario.name for p in self.plans]
         if saved.scenarios != names:
             raise UsageError(
                 "the checkpoint was taken with other scenarios "
@@ -271,7 +298,7 @@ class Checkpoints:
         changed = [
             name
             for name, old, new in zip(
-                names, saved.fingerprints or [""] * len(names), self._fingerprints(), strict=True
+                names, saved.fingerprints or [""] * len(names), self.fingerprints(), strict=True
             )
             if old != new
         ]
@@ -281,7 +308,7 @@ class Checkpoints:
                 "changed: its saved verdicts and machines belong to other assertions; remove "
                 "the state file to judge the feed afresh"
             )
-        if self._convs:
+        if self.book.all:
             raise UsageError("restore into a fresh evaluator")
         for state in saved.conversations:
             try:
@@ -293,8 +320,5 @@ class Checkpoints:
                     "to judge the feed afresh"
                 ) from None
         self.tally.restore(saved)  # (bad lines are not saved: a re-read meets them again)
-        self._occurrences = list(saved.occurrences)
-        self._noted = {}
-        for o in self._occurrences:
-            self._noted[o.warning] = self._noted.get(o.warning, 0) + 1
-        self._omitted.update(saved.omitted)
+        self.notes.restore(saved.occurrences)
+        self.omitted.update(saved.omitted)

@@ -41,6 +41,7 @@ __all__ = [
     "RECENT_GAPS",
     "RECENT_IDS",
     "Conversation",
+    "Conversations",
     "Irregular",
     "LineFinder",
     "ScenarioStatus",
@@ -160,6 +161,28 @@ class LineFinder:
 
 
 class Conversation:
+    """Everything the evaluator keeps of one conversation, in five groups of slots.
+
+    Each group is written by one collaborator of the evaluator:
+
+    * **Judging** (the hot loop and :class:`~.settling.Settling`): ``plan``, its
+      ``machines`` (``UNTOUCHED`` until an event reaches one, None once decided),
+      ``results``, ``pending``, ``failed``, ``armed``, ``events``, ``turn`` and
+      ``turn_starts``, ``tools`` and ``tool_scores`` (expected_tools), ``finished``,
+      ``stopped`` and ``stop_skips`` (a stop was sent for it), ``first_time`` and
+      ``last_time``.
+    * **Scenario choice** (:class:`~.scenarios.ScenarioChoice`): ``naming`` (a
+      :class:`ScenarioStatus`), ``requested``, ``buffer`` and ``buffered`` (its
+      events until its scenario is named), ``candidates``.
+    * **Ordering** (:class:`~.ordering.Ordering`): ``last_seq``, ``max_seen``,
+      ``applied_ids``, ``held`` (the reorder window), ``gave_up``, ``late_max``,
+      ``unsequenced`` and ``recent_ids`` (rows without a sequence).
+    * **Replay after a restore** (:class:`~.checkpoints.Checkpoints` sets them,
+      ordering reads them): ``replay_upto``, ``replay_late``,
+      ``replay_unsequenced``.
+    * **Identity**: ``cid``, and ``owner`` (the connection it belongs to).
+    """
+
     __slots__ = (
         "applied_ids",
         "armed",
@@ -246,6 +269,31 @@ class Conversation:
         self.unsequenced = 0  # rows without a sequence seen so far
         self.replay_unsequenced = 0  # ... of which this many were seen before a restore
         self.recent_ids: deque[str] | None = None  # ids of recent sequence-less events
+
+
+class Conversations:
+    """The conversations an evaluator holds: every one by id (in order of first event),
+    the open ones, and how many of them are judged (have a scenario)."""
+
+    __slots__ = ("all", "judged", "open")
+
+    def __init__(self) -> None:
+        self.all: dict[str, Conversation] = {}
+        self.open: dict[str, Conversation] = {}  # not finished yet
+        self.judged = 0  # conversations with a scenario (the rest are unmatched)
+
+    def add(self, conv: Conversation) -> None:
+        """A conversation's first event (or its restore)."""
+        if conv.plan is not None and conv.cid not in self.all:
+            self.judged += 1
+        self.all[conv.cid] = conv
+        if not conv.finished:
+            self.open[conv.cid] = conv
+
+    def discard(self, cid: str) -> None:
+        """Drop a conversation, open or finished, uncounted (a candidate's evaluator)."""
+        self.all.pop(cid, None)
+        self.open.pop(cid, None)
 
 
 def result_of(conv: Conversation) -> ConversationResult:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 
-import msgspec
-
+from mantle_stream.core.engine.checkpoints import Frozen
 from mantle_stream.core.engine.conversation import (
     APPLIED_IDS,
     MAX_SEQUENCE_JUMP,
@@ -23,60 +23,56 @@ from mantle_stream.core.engine.conversation import (
     Conversation,
     Irregular,
 )
-from mantle_stream.core.errors import EventError
+from mantle_stream.core.engine.notes import Notes
+from mantle_stream.core.errors import EventError, UsageError
 from mantle_stream.core.events.model import (
     Event,
     Payload,
 )
-from mantle_stream.core.verdicts import (
-    MAX_OCCURRENCES,
-    Decision,
-    Occurrence,
-    Tally,
-)
+from mantle_stream.core.verdicts import Decision, Tally
 
 __all__ = ["Ordering"]
 
 
 class Ordering:
-    """The evaluator's ordering: a mixin of :class:`~.evaluator.Evaluator`."""
+    """Applies each conversation's events in ``sequence`` order (see the module)."""
 
-    reorder_window: int
-    ordered: bool
-    tally: Tally
-    _occurrences: list[Occurrence]
-    _noted: dict[str, int]  # occurrences kept, per warning
-    _arrivals: int
-    _releasing: bool
-    _frozen: dict[str, msgspec.Raw]  # finished conversations' encoded states (checkpoints)
-    _unfrozen: deque[str] | None
+    __slots__ = (
+        "apply",
+        "arrivals",
+        "frozen",
+        "notes",
+        "ordered",
+        "releasing",
+        "reorder_window",
+        "tally",
+    )
 
-    def _run(
-        self, events: list[Event], out: list[Decision], *, known: Payload | None = None
-    ) -> None:
-        """Apply events (the evaluator's hot loop)."""
-        raise NotImplementedError
-
-    def _note(
+    def __init__(
         self,
-        warning: str,
-        cid: str,
-        seq: int | None,
-        last: int | None = None,
-        ids: tuple[str, str] | None = None,
+        tally: Tally,
+        notes: Notes,
+        frozen: Frozen,
+        apply: Callable[[Event, Payload, list[Decision]], None],
+        *,
+        reorder_window: int,
+        ordered: bool,
     ) -> None:
-        """Remember where a warning's event was (the report names it), up to a bound per
-        warning: a hostile feed could send a million duplicates. ``ids``: a sequence
-        conflict's event and the one applied before it at that sequence."""
-        n = self._noted.get(warning, 0)
-        if n < MAX_OCCURRENCES:
-            self._noted[warning] = n + 1
-            if ids is None:
-                self._occurrences.append(Occurrence(warning, cid, seq, last))
-            else:
-                self._occurrences.append(Occurrence(warning, cid, seq, last, *ids))
+        if reorder_window < 0:
+            raise UsageError(f"the reorder window must be >= 0, got {reorder_window}")
+        self.tally = tally
+        self.notes = notes
+        self.frozen = frozen  # finished conversations' encodings, stale when they change
+        self.apply = apply  # one event, next in order, applied by the evaluator's hot loop
+        self.reorder_window = reorder_window
+        # The source delivers each conversation's events in the order they were
+        # numbered (Feed.ordered; the Runner sets it from its feed): a gap never
+        # fills, so it is passed at once rather than waited for (gaps_passed).
+        self.ordered = ordered
+        self.arrivals = 0  # tie-breaker keeping held events in arrival order
+        self.releasing = False  # applying held events (the hot loop asks)
 
-    def _out_of_order(
+    def out_of_order(
         self,
         conv: Conversation,
         event: Event,
@@ -99,18 +95,18 @@ class Ordering:
                 self.tally.replayed += 1
                 return 1
             conv.unsequenced += 1
-            if event.event_id and self._seen_id(conv, event.event_id):
+            if event.event_id and self.seen_id(conv, event.event_id):
                 self.tally.duplicates += 1
-                self._note("duplicates", conv.cid, None)
+                self.notes.note("duplicates", conv.cid, None)
                 return 0
             if conv.held:
-                self._hold(conv, conv.max_seen, event, payload, out)
+                self.hold(conv, conv.max_seen, event, payload, out)
                 return 0
             return None
         if seq <= conv.last_seq:
-            if self._conflict(conv, event, seq):
+            if self.conflict(conv, event, seq):
                 return None  # another event at that sequence: applied after the first
-            return self._behind(conv, seq)
+            return self.behind(conv, seq)
         if seq > conv.max_seen:
             if conv.max_seen >= 0 and seq - conv.max_seen > MAX_SEQUENCE_JUMP:
                 # A typo of 10**12 would otherwise become the high-water mark and
@@ -125,17 +121,17 @@ class Ordering:
                 )
             conv.max_seen = seq
         if self.ordered:  # what is missing was never sent: nothing to wait for
-            self._give_up(conv, conv.last_seq + 1, seq - 1, passed=True)
+            self.give_up(conv, conv.last_seq + 1, seq - 1, passed=True)
         elif self.reorder_window:
-            self._hold(conv, seq, event, payload, out)
+            self.hold(conv, seq, event, payload, out)
             return 0
         else:
-            self._give_up(conv, conv.last_seq + 1, seq - 1)  # no window: no waiting
+            self.give_up(conv, conv.last_seq + 1, seq - 1)  # no window: no waiting
         conv.last_seq = seq
         conv.applied_ids[seq & (APPLIED_IDS - 1)] = event.event_id
         return None
 
-    def _conflict(self, conv: Conversation, event: Event, seq: int) -> bool:
+    def conflict(self, conv: Conversation, event: Event, seq: int) -> bool:
         """True when ``event``, at or below the last applied sequence, is another event
         than the one applied at ``seq`` (its ``event_id`` differs): a sequence
         conflict, counted and named, to be applied after the first. Rasa's SQL
@@ -146,26 +142,26 @@ class Ordering:
         if not event_id or seq <= conv.last_seq - APPLIED_IDS or seq <= conv.replay_upto:
             return False  # nothing to tell it by, or too far back to know
         applied = conv.applied_ids[seq & (APPLIED_IDS - 1)]
-        if applied is None or applied == event_id or self._seen_id(conv, event_id):
+        if applied is None or applied == event_id or self.seen_id(conv, event_id):
             return False
         self.tally.sequence_conflicts += 1
-        self._note("sequence_conflicts", conv.cid, seq, ids=(event_id, applied))
+        self.notes.note("sequence_conflicts", conv.cid, seq, ids=(event_id, applied))
         return True
 
-    def _behind(self, conv: Conversation, seq: int) -> int:
+    def behind(self, conv: Conversation, seq: int) -> int:
         """An event at or below the last applied sequence: 1 if it was replayed."""
         if seq <= conv.replay_upto:
             self.tally.replayed += 1  # applied before the restart
             return 1
         if conv.gave_up and any(lo <= seq <= hi for lo, hi in conv.gave_up):
             self.tally.late_events += 1  # its gap was given up on before it came
-            self._note("late_events", conv.cid, seq)
+            self.notes.note("late_events", conv.cid, seq)
         else:
             self.tally.duplicates += 1
-            self._note("duplicates", conv.cid, seq)
+            self.notes.note("duplicates", conv.cid, seq)
         return 0
 
-    def _after_end(self, conv: Conversation, event: Event) -> int:
+    def after_end(self, conv: Conversation, event: Event) -> int:
         """An event of a conversation that has ended: 1 if it was replayed."""
         seq = event.sequence
         if seq is None:
@@ -173,34 +169,28 @@ class Ordering:
                 conv.replay_unsequenced -= 1
                 self.tally.replayed += 1
                 return 1
-            self._thaw(conv)
+            self.frozen.thaw(conv.cid)
             conv.unsequenced += 1
-            if event.event_id and self._seen_id(conv, event.event_id):
+            if event.event_id and self.seen_id(conv, event.event_id):
                 self.tally.duplicates += 1
-                self._note("duplicates", conv.cid, None)
+                self.notes.note("duplicates", conv.cid, None)
             else:
                 self.tally.late_events += 1
-                self._note("late_events", conv.cid, None)
+                self.notes.note("late_events", conv.cid, None)
             return 0
         if seq <= conv.last_seq:
-            return self._behind(conv, seq)
+            return self.behind(conv, seq)
         if seq <= conv.replay_late:
             self.tally.replayed += 1  # counted late before the restart
             return 1
         self.tally.late_events += 1
-        self._note("late_events", conv.cid, seq)
+        self.notes.note("late_events", conv.cid, seq)
         if seq > conv.late_max:
-            self._thaw(conv)
+            self.frozen.thaw(conv.cid)
             conv.late_max = seq  # saved, so a resume counts it once
         return 0
 
-    def _thaw(self, conv: Conversation) -> None:
-        """A finished conversation's state changes (what came after its end): its
-        encoding for checkpoints is stale, so it is encoded again for the next one."""
-        if self._frozen.pop(conv.cid, None) is not None and self._unfrozen is not None:
-            self._unfrozen.append(conv.cid)
-
-    def _seen_id(self, conv: Conversation, event_id: str) -> bool:
+    def seen_id(self, conv: Conversation, event_id: str) -> bool:
         """Remember the ids of recent sequence-less events (at most RECENT_IDS)."""
         recent = conv.recent_ids
         if recent is None:
@@ -210,7 +200,7 @@ class Ordering:
         recent.append(event_id)
         return False
 
-    def _hold(
+    def hold(
         self, conv: Conversation, key: int, event: Event, payload: Payload, out: list[Decision]
     ) -> None:
         """Keep an event that arrived after a gap, in sequence order.
@@ -222,16 +212,16 @@ class Ordering:
         held = conv.held
         if held is None:
             held = conv.held = []
-        heapq.heappush(held, (key, self._arrivals, event, payload))
-        self._arrivals += 1
+        heapq.heappush(held, (key, self.arrivals, event, payload))
+        self.arrivals += 1
         self.tally.held += 1
         if len(held) > self.reorder_window:
-            self._release(conv, out, force=1)
+            self.release(conv, out, force=1)
 
-    def _release(self, conv: Conversation, out: list[Decision], *, force: int = 0) -> None:
+    def release(self, conv: Conversation, out: list[Decision], *, force: int = 0) -> None:
         """Apply the held events that are next in order; ``force`` gaps given up on."""
         held = conv.held
-        self._releasing = True
+        self.releasing = True
         try:
             while held and not conv.finished:
                 key, _, event, payload = held[0]
@@ -240,32 +230,38 @@ class Ordering:
                         if force <= 0:
                             break  # waits behind events it arrived after
                         force -= 1
-                        self._give_up(conv, conv.last_seq + 1, key)
+                        self.give_up(conv, conv.last_seq + 1, key)
                         conv.last_seq = key
                 elif key <= conv.last_seq:
-                    if not self._conflict(conv, event, key):  # held twice: the first
+                    if not self.conflict(conv, event, key):  # held twice: the first
                         heapq.heappop(held)  # copy was applied
                         self.tally.held -= 1
                         self.tally.duplicates += 1
-                        self._note("duplicates", conv.cid, key)
+                        self.notes.note("duplicates", conv.cid, key)
                         continue
                     # (Another event at that sequence: applied now, after the first.)
                 elif key != conv.last_seq + 1:
                     if force <= 0:
                         break
                     force -= 1
-                    self._give_up(conv, conv.last_seq + 1, key - 1)
+                    self.give_up(conv, conv.last_seq + 1, key - 1)
                     conv.last_seq = key - 1
                 heapq.heappop(held)
                 self.tally.held -= 1
                 self.tally.events -= 1  # counted once already, when it arrived
-                self._run([event], out, known=payload)
+                self.apply(event, payload, out)
         finally:
-            self._releasing = False
+            self.releasing = False
         if not held:
             conv.held = None
 
-    def _give_up(self, conv: Conversation, lo: int, hi: int, *, passed: bool = False) -> None:
+    def release_all(self, convs: list[Conversation], out: list[Decision]) -> None:
+        """Apply every event held for ``convs``, giving up on their gaps."""
+        for conv in convs:
+            if conv.held:
+                self.release(conv, out, force=len(conv.held))
+
+    def give_up(self, conv: Conversation, lo: int, hi: int, *, passed: bool = False) -> None:
         """Sequences ``lo`` to ``hi`` are missing for good: counted under ``gaps`` (waited
         for), or ``gaps_passed`` (``passed``: an ordered source, nothing waited for);
         one that comes after all is late."""
@@ -273,7 +269,7 @@ class Ordering:
             self.tally.gaps_passed += 1
         else:
             self.tally.gaps += 1
-        self._note("gaps_passed" if passed else "gaps", conv.cid, lo, hi if hi != lo else None)
+        self.notes.note("gaps_passed" if passed else "gaps", conv.cid, lo, hi if hi != lo else None)
         ids = conv.applied_ids
         for seq in range(max(lo, hi - APPLIED_IDS + 1), hi + 1):
             ids[seq & (APPLIED_IDS - 1)] = None  # nothing applied there
@@ -284,14 +280,14 @@ class Ordering:
         if len(gave_up) > RECENT_GAPS:
             del gave_up[0]
 
-    def _drop_held(self, conv: Conversation) -> None:
+    def drop_held(self, conv: Conversation) -> None:
         """The conversation ended: events still held came after its end (or twice)."""
         if conv.held:
             again = 0
             for key, _, e, _ in conv.held:
                 twice = e.sequence is not None and key <= conv.last_seq
                 again += twice
-                self._note("duplicates" if twice else "late_events", conv.cid, e.sequence)
+                self.notes.note("duplicates" if twice else "late_events", conv.cid, e.sequence)
             self.tally.duplicates += again
             self.tally.late_events += len(conv.held) - again
             self.tally.held -= len(conv.held)
