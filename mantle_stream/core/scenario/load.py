@@ -17,6 +17,8 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import msgspec
+
 from mantle_stream.core.assertions.base import Checker
 from mantle_stream.core.assertions.expected_tools import read_expected_tools
 from mantle_stream.core.assertions.registry import KINDS
@@ -69,58 +71,82 @@ def _scenario(c: Checker, root: YNode | None) -> Scenario | None:
     name = c.string(body, "name", "`scenario`")
     context = c.string(body, "simulation_context", "`scenario`")
     stype = c.string(body, "type", "`scenario`")
-    slots: dict[str, Any] = {}
-    if "setup" in body:
-        setup_key, setup_node = body["setup"]
-        setup = c.mapping(setup_node, "`setup`")
-        if setup is not None:
-            c.keys(setup_key, setup, "`setup`", optional=("initial_slots",))
-            if "initial_slots" in setup:
-                slots_node = setup["initial_slots"][1]
-                if c.mapping(slots_node, "`initial_slots`") is not None:
-                    slots = to_plain(slots_node)
-    criteria: list[str] = []
-    tools: list[ExpectedToolsEntry] = []
-    tool_lines: list[int] = []
-    assertions: list[Check] = []
-    lines: list[int] = []
-    if "goals" in body:
-        goals_key, goals_node = body["goals"]
-        goals = c.mapping(goals_node, "`goals`")
-        if goals is not None:
-            c.keys(
-                goals_key, goals, "`goals`", optional=("criteria", "assertions", "expected_tools")
-            )
-            if "criteria" in goals:
-                criteria = _criteria(c, goals["criteria"][1])
-            if "expected_tools" in goals:
-                tools, tool_lines = read_expected_tools(c, goals["expected_tools"][1])
-            if "assertions" in goals:
-                items = goals["assertions"][1]
-                if items.value is None:
-                    items = YNode([], items.line, items.col)
-                if not items.is_seq:
-                    c.error(items, f"`assertions` must be a list, got {describe(items)}")
-                else:
-                    for item in items.value:
-                        spec = _assertion(c, item)
-                        if spec is not None:
-                            assertions.append(spec)
-                            lines.append(item.line)
+    slots = _initial_slots(c, body)
+    goals = _goals(c, body)
     if c.problems or name is None or context is None:
         return None
     return Scenario(
         name=name,
         simulation_context=context,
-        assertions=tuple(assertions),
+        assertions=goals.assertions,
         type=stype,
         initial_slots=slots,
-        criteria=tuple(criteria),
+        criteria=goals.criteria,
         path=c.path,
-        lines=tuple(lines),
-        expected_tools=tuple(tools),
-        expected_tools_lines=tuple(tool_lines),
+        lines=goals.lines,
+        expected_tools=goals.expected_tools,
+        expected_tools_lines=goals.expected_tools_lines,
     )
+
+
+def _initial_slots(c: Checker, body: dict[str, tuple[YNode, YNode]]) -> dict[str, Any]:
+    """``scenario.setup.initial_slots``, checked (empty when absent)."""
+    if "setup" not in body:
+        return {}
+    setup_key, setup_node = body["setup"]
+    setup = c.mapping(setup_node, "`setup`")
+    if setup is None:
+        return {}
+    c.keys(setup_key, setup, "`setup`", optional=("initial_slots",))
+    if "initial_slots" in setup:
+        slots_node = setup["initial_slots"][1]
+        if c.mapping(slots_node, "`initial_slots`") is not None:
+            slots: dict[str, Any] = to_plain(slots_node)
+            return slots
+    return {}
+
+
+class _Goals(msgspec.Struct, frozen=True):
+    """What ``scenario.goals`` holds, each assertion and expected tool with its line."""
+
+    criteria: tuple[str, ...] = ()
+    assertions: tuple[Check, ...] = ()
+    lines: tuple[int, ...] = ()
+    expected_tools: tuple[ExpectedToolsEntry, ...] = ()
+    expected_tools_lines: tuple[int, ...] = ()
+
+
+def _goals(c: Checker, body: dict[str, tuple[YNode, YNode]]) -> _Goals:
+    """``scenario.goals``, checked: its criteria, assertions and expected tools."""
+    if "goals" not in body:
+        return _Goals()
+    goals_key, goals_node = body["goals"]
+    goals = c.mapping(goals_node, "`goals`")
+    if goals is None:
+        return _Goals()
+    c.keys(goals_key, goals, "`goals`", optional=("criteria", "assertions", "expected_tools"))
+    criteria: list[str] = []
+    tools: list[ExpectedToolsEntry] = []
+    tool_lines: list[int] = []
+    assertions: list[Check] = []
+    lines: list[int] = []
+    if "criteria" in goals:
+        criteria = _criteria(c, goals["criteria"][1])
+    if "expected_tools" in goals:
+        tools, tool_lines = read_expected_tools(c, goals["expected_tools"][1])
+    if "assertions" in goals:
+        items = goals["assertions"][1]
+        if items.value is None:
+            items = YNode([], items.line, items.col)
+        if not items.is_seq:
+            c.error(items, f"`assertions` must be a list, got {describe(items)}")
+        else:
+            for item in items.value:
+                spec = _assertion(c, item)
+                if spec is not None:
+                    assertions.append(spec)
+                    lines.append(item.line)
+    return _Goals(tuple(criteria), tuple(assertions), tuple(lines), tuple(tools), tuple(tool_lines))
 
 
 def _criteria(c: Checker, node: YNode) -> list[str]:
