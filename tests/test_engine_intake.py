@@ -71,11 +71,11 @@ def test_a_bad_line_reported_to_on_bad_is_counted_and_the_rest_applied() -> None
     assert [seqs for seqs, _, _ in loop.calls] == [[0], [2]]
 
 
-def test_a_line_that_is_not_text_is_counted_and_refused() -> None:
+def test_a_blank_line_on_its_own_applies_nothing() -> None:
     intake, loop, _ = _intake()
-    with pytest.raises(ms.EventError, match="not valid text") as caught:
-        intake.push_line("\ud800")
-    assert caught.value.line == 1 and intake.line == 1 and loop.calls == []
+    intake.push_one(b"", 4, [])
+    intake.push_one(_line(0), 5, [])
+    assert loop.calls == [([0], 5, 0)]
 
 
 def test_a_flat_row_is_made_sense_of_from_its_line() -> None:

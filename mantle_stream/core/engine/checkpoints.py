@@ -134,7 +134,7 @@ class Checkpoints:
         self.frozen = frozen
 
     def conversation_state(self, conversation_id: str) -> ConversationState:
-        """The state of one judged conversation as plain data."""
+        """See ``Evaluator.conversation_state``."""
         conv = self.book.all.get(conversation_id)
         if conv is None or conv.plan is None:
             raise UsageError(f"no judged conversation `{conversation_id}`")
@@ -168,12 +168,7 @@ class Checkpoints:
         )
 
     def restore_conversation(self, state: ConversationState) -> None:
-        """Re-open (or re-record, if finished) a conversation from its state.
-
-        Events of it that arrive again are counted as replayed and skipped: a
-        sequence it already applied, or one of the first ``unsequenced`` rows
-        without a sequence. So a feed can be re-read from the start.
-        """
+        """See ``Evaluator.restore_conversation``."""
         plan = self.by_name.get(state.scenario)
         if plan is None:
             raise UsageError(f"checkpoint names unknown scenario `{state.scenario}`")
@@ -214,14 +209,7 @@ class Checkpoints:
         self.book.add(conv)
 
     def freeze_finished(self, limit: int) -> int:
-        """Encode up to ``limit`` finished conversations for the next :meth:`checkpoint`;
-        return how many are still waiting.
-
-        A finished conversation never changes again, so it is encoded once. A
-        live run calls this in slices between chunks before each checkpoint,
-        so that encoding thousands of newly finished conversations never
-        holds the event loop at once; :meth:`checkpoint` encodes what is left.
-        """
+        """See ``Evaluator.freeze_finished``."""
         queue = self.frozen.waiting
         if queue is None:  # the first call: every finished conversation so far
             queue = self.frozen.waiting = deque(
@@ -236,11 +224,7 @@ class Checkpoints:
         return len(queue)
 
     def checkpoint(self) -> bytes:
-        """Every judged conversation's state and the counters, as JSON bytes.
-
-        Events held in a reorder window are not included: they were not
-        applied, so re-reading the feed delivers them again.
-        """
+        """See ``Evaluator.checkpoint``."""
         self.freeze_finished(len(self.book.all))
         frozen = self.frozen.encoded
         states: list[Any] = [
@@ -282,7 +266,7 @@ class Checkpoints:
         ]
 
     def restore(self, data: bytes) -> None:
-        """Resume from :meth:`checkpoint` output (into a fresh evaluator, same scenarios)."""
+        """See ``Evaluator.restore``."""
         try:
             saved = _checkpoint_decoder.decode(data)
         except msgspec.DecodeError as exc:

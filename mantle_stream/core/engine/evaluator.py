@@ -151,6 +151,7 @@ class Evaluator:
             notes,
             self._finish,
         )
+        self._intake.run = self._router.run  # each line straight to the hot loop
 
     # The options of the collaborators that a caller may read, or set after construction
     # (the Runner sets ``ordered`` from its feed).
@@ -213,7 +214,19 @@ class Evaluator:
 
     def push_line(self, line: bytes | str) -> list[Decision]:
         """Apply one JSON line (blank lines are ignored)."""
-        return self._intake.push_line(line)
+        intake = self._intake
+        intake.source = None
+        intake.line += 1  # counted, even when it is not text
+        if isinstance(line, str):
+            try:
+                line = line.encode()
+            except UnicodeEncodeError as exc:
+                raise EventError(
+                    f"not valid text ({exc.reason})", source=intake.decoder.source, line=intake.line
+                ) from None
+        out: list[Decision] = []
+        intake.push_one(line.rstrip(b"\r\n"), intake.line, out)
+        return out
 
     def push_chunk(
         self,
@@ -251,7 +264,7 @@ class Evaluator:
     def _apply(self, event: Event, payload: Payload, out: list[Decision]) -> None:
         """One event whose payload is known (held, or buffered until its scenario was
         named), applied now."""
-        self._run([event], out, Context(known=payload))
+        self._router.run([event], out, Context(known=payload))
 
     def release_held(self, conversation_id: str | None = None) -> list[Decision]:
         """Apply the events waiting in reorder windows, giving up on their gaps.
@@ -458,43 +471,70 @@ class Evaluator:
     # ---------------------------------------------- scenario choice (ScenarioChoice)
 
     def assign(self, conversation_id: str, scenario: str) -> list[Decision]:
+        """Name the scenario that judges a conversation, from outside its events (a
+        results folder that appeared, the gate's choice from the run's setup).
+
+        Before its first event, it is judged against ``scenario`` from the start; a
+        conversation still waiting for its scenario (or judged apart by several
+        candidates) has its buffered events applied now. One already judged (or given
+        up on) keeps what it has. An unknown ``scenario`` makes it one that named a
+        scenario not loaded.
+        """
         return self._choice.assign(conversation_id, scenario)
 
     def consider(self, conversation_id: str, scenarios: Sequence[str]) -> None:
+        """Give the candidates of a conversation whose scenario is not named, from outside
+        its events (the gate, which saw its setup on the wire): used at its first real
+        user message in place of those its events show. One candidate judges it; none
+        leaves it unmatched. Too late once its candidates are decided."""
         self._choice.consider(conversation_id, scenarios)
 
     def failed_under_every_candidate(
         self, conversation_id: str
     ) -> tuple[ConversationResult, Decision] | None:
+        """A conversation judged apart under several candidates that has failed under
+        every one: its result under the first, with that result's first failure."""
         return self._choice.failed_under_every_candidate(conversation_id)
 
     def candidate_verdicts(self, conversation_id: str) -> list[CandidateVerdict]:
+        """A conversation judged apart under several candidates: its verdict under each
+        (empty for any other)."""
         return self._choice.candidate_verdicts(conversation_id)
-
-    assign.__doc__ = ScenarioChoice.assign.__doc__
-    consider.__doc__ = ScenarioChoice.consider.__doc__
-    failed_under_every_candidate.__doc__ = ScenarioChoice.failed_under_every_candidate.__doc__
-    candidate_verdicts.__doc__ = ScenarioChoice.candidate_verdicts.__doc__
 
     # ---------------------------------------------------- checkpoints (Checkpoints)
 
     def conversation_state(self, conversation_id: str) -> ConversationState:
+        """The state of one judged conversation as plain data."""
         return self._checkpoints.conversation_state(conversation_id)
 
     def restore_conversation(self, state: ConversationState) -> None:
+        """Re-open (or re-record, if finished) a conversation from its state.
+
+        Events of it that arrive again are counted as replayed and skipped: a
+        sequence it already applied, or one of the first ``unsequenced`` rows
+        without a sequence. So a feed can be re-read from the start.
+        """
         self._checkpoints.restore_conversation(state)
 
     def freeze_finished(self, limit: int) -> int:
+        """Encode up to ``limit`` finished conversations for the next :meth:`checkpoint`;
+        return how many are still waiting.
+
+        A finished conversation never changes again, so it is encoded once. A
+        live run calls this in slices between chunks before each checkpoint,
+        so that encoding thousands of newly finished conversations never
+        holds the event loop at once; :meth:`checkpoint` encodes what is left.
+        """
         return self._checkpoints.freeze_finished(limit)
 
     def checkpoint(self) -> bytes:
+        """Every judged conversation's state and the counters, as JSON bytes.
+
+        Events held in a reorder window are not included: they were not
+        applied, so re-reading the feed delivers them again.
+        """
         return self._checkpoints.checkpoint()
 
     def restore(self, data: bytes) -> None:
+        """Resume from :meth:`checkpoint` output (into a fresh evaluator, same scenarios)."""
         self._checkpoints.restore(data)
-
-    conversation_state.__doc__ = Checkpoints.conversation_state.__doc__
-    restore_conversation.__doc__ = Checkpoints.restore_conversation.__doc__
-    freeze_finished.__doc__ = Checkpoints.freeze_finished.__doc__
-    checkpoint.__doc__ = Checkpoints.checkpoint.__doc__
-    restore.__doc__ = Checkpoints.restore.__doc__

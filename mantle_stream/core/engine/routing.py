@@ -99,8 +99,7 @@ class Router:
         Raises :class:`Irregular` for a bad event; the events before it stay
         applied.
         """
-        stop_at_failure, chunk, first, offset = c.stop_at_failure, c.chunk, c.first, c.offset
-        known, owner, where = c.known, c.owner, c.where
+        stop_at_failure, owner = c.stop_at_failure, c.owner  # (the rest: irregular events)
         convs = self.book.all
         settling = self.settling
         decide = settling.decide
@@ -117,9 +116,11 @@ class Router:
                 payload: Any = single(event)
                 if payload is None:
                     # Not exactly one: a flat event, a newer kind, or a bad event.
+                    chunk, known, where, index = c.chunk, c.known, c.where, c.offset + position
                     if lines is None and chunk is not None and known is None:
                         lines = LineFinder(chunk)
-                    index = offset + position if where is None else where[offset + position]
+                    if where is not None:
+                        index = where[index]
                     partition = intake.partition
                     if (
                         partition is not None
@@ -130,7 +131,7 @@ class Router:
                         skipped += 1  # another worker's flat row or bad event
                         continue
                     event, payload = intake.irregular(
-                        event, known, lines, index, first + index, position
+                        event, known, lines, index, c.first + index, position
                     )
                 elif not event.conversation_id:
                     if intake.partition is not None and intake.partition.index:

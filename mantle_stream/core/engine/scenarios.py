@@ -297,15 +297,7 @@ class ScenarioChoice:
         out.extend(decided)
 
     def assign(self, conversation_id: str, scenario: str) -> list[Decision]:
-        """Name the scenario that judges a conversation, from outside its events (a
-        results folder that appeared, the gate's choice from the run's setup).
-
-        Before its first event, it is judged against ``scenario`` from the start; a
-        conversation still waiting for its scenario (or judged apart by several
-        candidates) has its buffered events applied now. One already judged (or given
-        up on) keeps what it has. An unknown ``scenario`` makes it one that named a
-        scenario not loaded.
-        """
+        """See ``Evaluator.assign``."""
         conv = self.book.all.get(conversation_id)
         if conv is None:
             self.assignments[conversation_id] = scenario
@@ -323,10 +315,7 @@ class ScenarioChoice:
         return out
 
     def consider(self, conversation_id: str, scenarios: Sequence[str]) -> None:
-        """Give the candidates of a conversation whose scenario is not named, from outside
-        its events (the gate, which saw its setup on the wire): used at its first real
-        user message in place of those its events show. One candidate judges it; none
-        leaves it unmatched. Too late once its candidates are decided."""
+        """See ``Evaluator.consider``."""
         conv = self.book.all.get(conversation_id)
         if conv is None or conv.candidates is None:
             self.given[conversation_id] = tuple(
@@ -336,8 +325,7 @@ class ScenarioChoice:
     def failed_under_every_candidate(
         self, conversation_id: str
     ) -> tuple[ConversationResult, Decision] | None:
-        """A conversation judged apart under several candidates that has failed under
-        every one: its result under the first, with that result's first failure."""
+        """See ``Evaluator.failed_under_every_candidate``."""
         conv = self.book.all.get(conversation_id)
         if conv is None or conv.naming != ScenarioStatus.CANDIDATES or not conv.candidates:
             return None
@@ -351,8 +339,7 @@ class ScenarioChoice:
         return result_of(judged), failure
 
     def candidate_verdicts(self, conversation_id: str) -> list[CandidateVerdict]:
-        """A conversation judged apart under several candidates: its verdict under each
-        (empty for any other)."""
+        """See ``Evaluator.candidate_verdicts``."""
         conv = self.book.all.get(conversation_id)
         return [] if conv is None else self.verdicts_of(conv)
 
