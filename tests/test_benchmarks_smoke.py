@@ -28,6 +28,7 @@ TABLES = {
     "workers.py": ["source", "speed-up"],
     "kafka.py": ["members", "produce → verdict record"],
     "gate.py": ["think (s)", "added median / p99 (ms)"],
+    "instructions.py": ["instructions per judging"],
 }
 
 # Scripts deliberately not run here, with the reason.
