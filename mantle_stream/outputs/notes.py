@@ -17,6 +17,7 @@ from mantle_stream.outputs.records import ExpectedToolsSummary, Report, Warnings
 __all__ = [
     "MAX_LISTED",
     "MAX_NAMED",
+    "gates_failed",
     "metric_text",
     "notes",
     "one_scenario_line",
@@ -44,12 +45,16 @@ def tools_line(tools: ExpectedToolsSummary, flag: str = "--tool-calls") -> str:
         f"accuracy {metric_text(tools.accuracy)}"
     )
     if tools.gates_failed:
-        line += (
-            f"; {tools.gates_failed} gate entr{'y' if tools.gates_failed == 1 else 'ies'} failed"
-        )
-        if not tools.gated:
-            line += f" (metrics only: {flag} makes them fail the run)"
+        line += "; " + gates_failed(tools, flag)
     return line
+
+
+def gates_failed(tools: ExpectedToolsSummary, flag: str = "--tool-calls") -> str:
+    """How many gate entries failed, and, when tool calls were not judged, that they
+    fail nothing (``flag``: the option that makes them fail the run)."""
+    n = tools.gates_failed
+    said = f"{n} gate entr{'y' if n == 1 else 'ies'} failed"
+    return said if tools.gated else said + f" (metrics only: {flag} makes them fail the run)"
 
 
 def metric_text(value: float | None) -> str:
