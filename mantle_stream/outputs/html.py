@@ -24,7 +24,7 @@ from mantle_stream.core.verdicts import Decision, StopMessage, ToolCallScores, V
 from mantle_stream.outputs.atomic import write_atomically
 from mantle_stream.outputs.html_text import escaped, reason_html, where_text
 from mantle_stream.outputs.html_timeline import MARKS, legend, stopped_at, timeline
-from mantle_stream.outputs.notes import gates_failed
+from mantle_stream.outputs.notes import counted, gates_failed
 from mantle_stream.outputs.report import (
     ExpectedToolsSummary,
     Report,
@@ -99,10 +99,6 @@ a { color: #0969da; }
 """
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _badge(verdict: str) -> str:
     cls = verdict.replace(" ", "-")
     letter = {"flaky": "~", "not judged": "-"}.get(verdict) or MARKS.get(verdict, ("", "?", ""))[1]
@@ -150,8 +146,8 @@ def _scenario(s: ScenarioResult, number: int) -> str:
     where = f' <span class="meta">{escaped(s.file)}</span>' if s.file else ""
     return (
         f'<details class="scenario" id="scenario-{number}"><summary><strong>'
-        f"{escaped(s.scenario)}</strong>{where}: {_count(len(s.assertions), 'assertion')} "
-        f"across {_count(s.runs, 'run')}</summary>"
+        f"{escaped(s.scenario)}</strong>{where}: {counted(len(s.assertions), 'assertion')} "
+        f"across {counted(s.runs, 'run')}</summary>"
         '<table class="assertions"><tr><th>#</th><th>assertion</th><th>across runs</th>'
         "<th>passed</th><th>failed</th><th>errored</th><th>not judged</th><th>where</th></tr>"
         + "".join(rows)
@@ -176,8 +172,8 @@ def _problem(a: VerdictRecord) -> str:
 
 
 def _conversation(conv: ReportConversation) -> str:
-    meta = [escaped(conv.scenario or "no scenario"), _count(conv.events, "event")]
-    meta.append(_count(len(conv.turn_starts), "turn"))
+    meta = [escaped(conv.scenario or "no scenario"), counted(conv.events, "event")]
+    meta.append(counted(len(conv.turn_starts), "turn"))
     if conv.duration is not None:
         meta.append(f"{conv.duration:.1f} s")
     meta.append(_counts(conv.assertions))
@@ -245,7 +241,7 @@ def _tools_section(tools: ExpectedToolsSummary) -> str:
     return (
         '<section id="expected-tools"><h2>Expected tools</h2>'
         f'<p class="meta">{tools.passed} of {tools.entries} entries passed in '
-        f"{_count(tools.conversations, 'conversation')} · recall {metric_text(tools.recall)} · "
+        f"{counted(tools.conversations, 'conversation')} · recall {metric_text(tools.recall)} · "
         f"precision {metric_text(tools.precision)} · accuracy {metric_text(tools.accuracy)} · "
         f"{escaped(gates)}</p>"
         '<table class="assertions tools"><tr><th>scenario</th><th>#</th><th>entry</th>'
@@ -290,7 +286,7 @@ def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
         parts.append(
             f'<section id="unmatched"><h2>Not judged ({len(report.unmatched)})</h2><ul>'
             + "".join(
-                f"<li><code>{escaped(u.conversation_id)}</code> ({_count(u.events, 'event')})"
+                f"<li><code>{escaped(u.conversation_id)}</code> ({counted(u.events, 'event')})"
                 f": {escaped(u.why())}</li>"
                 for u in report.unmatched[:MAX_ROWS]
             )
@@ -324,9 +320,9 @@ def _header(report: Report, title: str) -> list[str]:
         _tile("skipped", s.skipped, "skipped"),
         _tile("runs per scenario", per_scenario),
         "</div>",
-        f'<p class="meta">{_count(s.assertions, "assertion")} · '
-        f"{_count(len(report.scenarios), 'scenario')} · "
-        f"{_count(stopped, 'conversation')} stopped early (their undecided assertions "
+        f'<p class="meta">{counted(s.assertions, "assertion")} · '
+        f"{counted(len(report.scenarios), 'scenario')} · "
+        f"{counted(stopped, 'conversation')} stopped early (their undecided assertions "
         f"skipped) · {s.errored} errored {'assertion' if s.errored == 1 else 'assertions'} · "
         f"{s.unmatched} not judged"
         + ("" if s.complete else " · <strong>incomplete run</strong>")

@@ -97,6 +97,9 @@ def one_line(text: str) -> str:
 
 
 def plural(n: int, noun: str) -> str:
+    """``1 event``, ``2 events``. The rule of :func:`~mantle_stream.outputs.notes.counted`,
+    written again because the view imports no module that reaches the engine (whose
+    limits :mod:`.notes` names)."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 

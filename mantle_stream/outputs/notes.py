@@ -17,6 +17,7 @@ from mantle_stream.outputs.records import ExpectedToolsSummary, Report, Warnings
 __all__ = [
     "MAX_LISTED",
     "MAX_NAMED",
+    "counted",
     "gates_failed",
     "metric_text",
     "notes",
@@ -62,7 +63,8 @@ def metric_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _count(n: int, noun: str) -> str:
+def counted(n: int, noun: str) -> str:
+    """``1 event``, ``2 events``: a count and its noun (plural by adding ``s``)."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
@@ -103,7 +105,7 @@ def _where(w: Warnings, warning: str) -> str:
         named.append(f"`{cid}` {noun} {', '.join(sequences)}")
     more = len(by_conversation) - MAX_NAMED
     if more > 0:
-        named.append(f"{_count(more, 'more conversation')} (--format json lists them)")
+        named.append(f"{counted(more, 'more conversation')} (--format json lists them)")
     return "; ".join(named)
 
 
@@ -161,18 +163,18 @@ def _run_lines(report: Report) -> list[str]:
     pending = sum(a.verdict == "pending" for c in report.conversations for a in c.assertions)
     if report.summary.omitted:
         lines.append(
-            f"{_count(report.summary.omitted, 'finished conversation')} counted but "
+            f"{counted(report.summary.omitted, 'finished conversation')} counted but "
             "not listed (only the most recent are kept; --jsonl and --junit have every "
             "verdict)"
         )
     if report.summary.errored:
         lines.append(
-            f"{_count(report.summary.errored, 'assertion')} could not be evaluated "
+            f"{counted(report.summary.errored, 'assertion')} could not be evaluated "
             "(errored; see the digest)"
         )
     if not report.summary.complete:
         lines.append(
-            f"incomplete: {_count(pending, 'assertion')} still pending (the run "
+            f"incomplete: {counted(pending, 'assertion')} still pending (the run "
             "stopped before its end)"
         )
     return lines
@@ -189,10 +191,10 @@ def _warning_lines(w: Warnings) -> list[str]:
         count: int = getattr(w, warning)
         if count:
             where = _where(w, warning)
-            lines.append(f"{_count(count, noun)} {rest}" + (f": {where}" if where else ""))
+            lines.append(f"{counted(count, noun)} {rest}" + (f": {where}" if where else ""))
     if w.unnamed_given_up:
         lines.append(
-            f"{_count(w.unnamed_given_up, 'conversation')} named no scenario within "
+            f"{counted(w.unnamed_given_up, 'conversation')} named no scenario within "
             f"the first {MAX_UNNAMED_BUFFER:,} events or {MAX_UNNAMED_BYTES >> 20} MiB: "
             "not waited for any longer, those events not kept"
         )
@@ -200,16 +202,16 @@ def _warning_lines(w: Warnings) -> list[str]:
         n = sum(w.unknown_kinds.values())
         where = _where(w, "unknown_kinds")
         lines.append(
-            f"{_count(n, 'event')} of kinds this version does not know skipped "
+            f"{counted(n, 'event')} of kinds this version does not know skipped "
             f"({_named(w.unknown_kinds)})" + (f": {where}" if where else "")
         )
     if w.refused_clients:
         n = sum(w.refused_clients.values())
         why = ", ".join(f"{reason} {count}" for reason, count in w.refused_clients.items())
-        lines.append(f"{_count(n, 'client')} refused by the listener ({why})")
+        lines.append(f"{counted(n, 'client')} refused by the listener ({why})")
     if w.legacy_rows:
         n = sum(w.legacy_rows.values())
-        lines.append(f"{_count(n, 'older CALM row')} skipped ({_named(w.legacy_rows)})")
+        lines.append(f"{counted(n, 'older CALM row')} skipped ({_named(w.legacy_rows)})")
     return lines + w.source
 
 
@@ -222,7 +224,7 @@ def _unjudged_lines(report: Report, w: Warnings) -> list[str]:
     if len(w.unread) > MAX_LISTED:
         lines.append(f"{len(w.unread) - MAX_LISTED} more conversations could not be read")
     for u in report.unmatched[:MAX_LISTED]:
-        lines.append(f"not judged: `{u.conversation_id}` ({_count(u.events, 'event')}): {u.why()}")
+        lines.append(f"not judged: `{u.conversation_id}` ({counted(u.events, 'event')}): {u.why()}")
     if len(report.unmatched) > MAX_LISTED:
         lines.append(f"not judged: {len(report.unmatched) - MAX_LISTED} more conversations")
     return lines
@@ -241,7 +243,7 @@ def strict_problems(report: Report) -> list[str]:
     w = report.warnings or Warnings()
     problems = []
     if report.unmatched:
-        problems.append(_count(len(report.unmatched), "conversation") + " not judged")
+        problems.append(counted(len(report.unmatched), "conversation") + " not judged")
     for count, warning, noun in (
         (w.bad_events, "bad_events", "bad event"),
         (w.late_events, "late_events", "late event"),
@@ -249,14 +251,14 @@ def strict_problems(report: Report) -> list[str]:
     ):
         if count:
             where = _where(w, warning)
-            problems.append(_count(count, noun) + (f" ({where})" if where else ""))
+            problems.append(counted(count, noun) + (f" ({where})" if where else ""))
     if w.unknown_kinds:
         where = _where(w, "unknown_kinds")
         problems.append(
-            _count(sum(w.unknown_kinds.values()), "event")
+            counted(sum(w.unknown_kinds.values()), "event")
             + " of unknown kinds"
             + (f" ({where})" if where else "")
         )
     if w.unread:
-        problems.append(_count(len(w.unread), "conversation") + " not read")
+        problems.append(counted(len(w.unread), "conversation") + " not read")
     return problems
