@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.recorded import RecordedRun
+from mantle_stream.core.verdicts import Decision
 from mantle_stream.outputs.github import GithubAnnotations
 from mantle_stream.outputs.html import HtmlWriter
 from mantle_stream.outputs.jsonl import JsonlWriter
@@ -29,7 +31,22 @@ from mantle_stream.outputs.plain import DecisionLines
 from mantle_stream.outputs.sink import Sink, Sinks
 from mantle_stream.run.config import RunConfig
 
-__all__ = ["CLOSING", "OUTPUTS", "Composed", "Composing", "compose_sinks"]
+__all__ = ["CLOSING", "OUTPUTS", "Composed", "Composing", "RenderedApart", "compose_sinks"]
+
+
+@runtime_checkable
+class RenderedApart(Protocol):
+    """A sink whose output for a conversation's decisions can be made in another
+    process (a ``--workers`` worker: in parallel, not in the parent's serial tail):
+    ``lines`` makes it there (a function found by name: picklable), ``write_lines``
+    writes what the workers made, grouped by conversation. The JSONL sink is one;
+    under ``--workers`` such a sink is told ``write_lines`` instead of
+    ``on_decisions``, every other sink the decisions."""
+
+    @staticmethod
+    def lines(decisions: Iterable[Decision]) -> bytes: ...
+
+    def write_lines(self, data: bytes) -> None: ...
 
 
 class Composing(msgspec.Struct, frozen=True):

@@ -10,7 +10,9 @@ in the order they first appear in the feed, as one process does, so the
 report, JUnit and HTML made from it are one process's. Every worker hands back
 its decisions too: the parent tells them to every sink (:mod:`mantle_stream.run.sinks`)
 at once, grouped by conversation in the report's order, each conversation's
-in the order decided (the JSONL lines so come grouped).
+in the order decided. A sink whose output can be made apart
+(:class:`~mantle_stream.run.sinks.RenderedApart`: the JSONL lines) has it
+made by the workers, per conversation, and is handed the bytes.
 
 Ctrl-C or SIGTERM reach the parent, which tells the workers (SIGTERM); each
 stops as one process would and hands back what it judged. A run that a bad
@@ -28,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -41,8 +43,9 @@ from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds.spec import parse_source
 from mantle_stream.outputs.progress import ReadProgress
-from mantle_stream.outputs.sink import Sink
+from mantle_stream.outputs.sink import Sink, Sinks
 from mantle_stream.run.config import RunConfig
+from mantle_stream.run.sinks import RenderedApart
 from mantle_stream.run.sources import (
     evaluator_for,
     feed_for,
@@ -73,6 +76,8 @@ class WorkersOutcome(msgspec.Struct, frozen=True):
     judged: JudgedConversations
     decisions: list[Decision]
     notices: list[str] = []  # what the workers' sources said about how they were read
+    #: Per sink rendered apart (in the order given), its bytes, grouped likewise.
+    rendered: list[bytes] = []
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
@@ -80,6 +85,7 @@ class _Done(msgspec.Struct, frozen=True, tag="done"):
     judged: JudgedConversations
     decisions: dict[str, list[Decision]]  # per conversation, in the order decided
     notices: list[str] = []  # Feed.notices
+    rendered: list[dict[str, bytes]] = []  # per renderer, per conversation
 
 
 class _Failed(msgspec.Struct, frozen=True, tag="failed"):
@@ -112,7 +118,7 @@ def run_workers(
     progress_total: int | bool | None,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
-    sinks: Sink | None = None,
+    sinks: Sinks | None = None,
 ) -> WorkersOutcome | None:
     """Judge ``config``'s sources in ``count`` processes, their decisions told to
     ``sinks`` once merged; None when a bad event ended the run (the caller judges it
@@ -121,24 +127,12 @@ def run_workers(
     Every worker judges ``scenarios`` and ``recorded`` as the parent loaded them
     (inherited when forked, else pickled): never a file read again.
     """
-    context = _context()
-    progress = context.Array("q", 2 * count, lock=False)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    readers = []
-    processes = []
-    for index in range(count):
-        reader, writer = context.Pipe(duplex=False)
-        process = context.Process(
-            target=_work,
-            args=(config, source, scenarios, recorded, index, count, writer, progress, os.getpid()),
-            name=f"mantle-stream worker {index + 1}/{count}",
-            daemon=True,
-        )
-        process.start()
-        writer.close()
-        readers.append(reader)
-        processes.append(process)
+    apart = [s for s in (sinks.sinks if sinks else ()) if isinstance(s, RenderedApart)]
+    others = [s for s in (sinks.sinks if sinks else ()) if s not in apart]
+    # What each worker makes of its decisions: the lines of each sink rendered apart,
+    # and the decisions themselves only when another sink will hear them.
+    asked = _Asked([type(s).lines for s in apart], keep=bool(others))
+    readers, processes, progress = _start(count, config, asked, source, scenarios, recorded)
     told = False
 
     def tell_all() -> None:
@@ -179,9 +173,63 @@ def run_workers(
                 process.kill()
                 process.join()
     merged = _merge(received, processes, interrupted=told)
-    if merged is not None and sinks is not None and merged.decisions:
-        sinks.on_decisions(merged.decisions)
+    if merged is not None and sinks is not None:
+        _tell(sinks, merged, apart, others)
     return merged
+
+
+def _start(
+    count: int,
+    config: RunConfig,
+    asked: _Asked,
+    source: str,
+    scenarios: list[Scenario],
+    recorded: Mapping[str, RecordedRun],
+) -> tuple[list[Any], list[multiprocessing.process.BaseProcess], Any]:
+    """``count`` workers started: the pipes their results come through, the
+    processes, and the shared memory they count their progress in."""
+    context = _context()
+    progress = context.Array("q", 2 * count, lock=False)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    readers = []
+    processes = []
+    for index in range(count):
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_work,
+            args=(
+                config,
+                asked,
+                source,
+                scenarios,
+                recorded,
+                index,
+                count,
+                writer,
+                progress,
+                os.getpid(),
+            ),
+            name=f"mantle-stream worker {index + 1}/{count}",
+            daemon=True,
+        )
+        process.start()
+        writer.close()
+        readers.append(reader)
+        processes.append(process)
+    return readers, processes, progress
+
+
+def _tell(
+    sinks: Sinks, merged: WorkersOutcome, apart: Sequence[RenderedApart], others: list[Sink]
+) -> None:
+    """Every sink told the merged decisions: the lines the workers made for those
+    rendered apart, the decisions themselves for the others."""
+    for renders, data in zip(apart, merged.rendered, strict=True):
+        sinks.attempt(renders, renders.write_lines, data)  # type: ignore[arg-type]
+    for sink in others:
+        if merged.decisions and sink in sinks.sinks:  # (not dropped meanwhile)
+            sinks.attempt(sink, sink.on_decisions, merged.decisions)
 
 
 def _merge(
@@ -215,10 +263,17 @@ def _merge(
     for part in done:
         decided.update(part.decisions)
     # Grouped by conversation, in the report's order.
-    grouped = [d for r in judged.results for d in decided.get(r.conversation_id, ())]
+    order = [r.conversation_id for r in judged.results]
+    grouped = [d for cid in order for d in decided.get(cid, ())]
+    rendered = []
+    for each in range(len(done[0].rendered) if done else 0):
+        made: dict[str, bytes] = {}
+        for part in done:
+            made.update(part.rendered[each])
+        rendered.append(b"".join(made.get(cid, b"") for cid in order))
     # Every worker reads the whole source: a notice each said is said once.
     notices = list(dict.fromkeys(n for part in done for n in part.notices))
-    return WorkersOutcome(outcome, judged, grouped, notices)
+    return WorkersOutcome(outcome, judged, grouped, notices, rendered)
 
 
 def _context() -> Any:
@@ -229,8 +284,16 @@ def _context() -> Any:
     return multiprocessing.get_context("spawn")
 
 
+class _Asked(msgspec.Struct, frozen=True):
+    """What a worker makes of its decisions besides its judging."""
+
+    renderers: list[Callable[[Iterable[Decision]], bytes]]  # RenderedApart.lines
+    keep: bool  # send the decisions themselves
+
+
 def _work(
     config: RunConfig,
+    asked: _Asked,
     source: str,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
@@ -247,11 +310,19 @@ def _work(
     while the result is put together and sent, so it always arrives.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asked = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: asked.set())
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         message: _Message = _judge(
-            config, source, scenarios, recorded, Partition(index, count), progress, asked, parent
+            config,
+            asked,
+            source,
+            scenarios,
+            recorded,
+            Partition(index, count),
+            progress,
+            stop,
+            parent,
         )
     except BaseException as exc:
         error = user_error(exc)
@@ -266,12 +337,13 @@ def _work(
 
 def _judge(
     config: RunConfig,
+    asked: _Asked,
     source: str,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
     partition: Partition,
     progress: Any,
-    asked: threading.Event,
+    stop: threading.Event,
     parent: int,
 ) -> _Done:
     evaluator = evaluator_for(config, scenarios, recorded, source, partition)
@@ -287,7 +359,7 @@ def _judge(
         while True:
             progress[slot] = runner.bytes_read
             progress[slot + 1] = evaluator.statistics().events
-            if asked.is_set() or os.getppid() != parent:
+            if stop.is_set() or os.getppid() != parent:
                 runner.stop()
                 return
             await anyio.sleep(0.05)
@@ -297,7 +369,7 @@ def _judge(
     async def go() -> RunOutcome:
         runner = Runner(
             evaluator,
-            on_decisions=keep,
+            on_decisions=keep if asked.keep or asked.renderers else None,
             skip_bad_events=config.judging.on_bad_event == "skip",
             on_bad=say_skipped,
             gap_timeout=config.live.gap_timeout,
@@ -308,7 +380,7 @@ def _judge(
 
                 async def forward() -> None:
                     async for _ in signals:
-                        asked.set()
+                        stop.set()
 
                 tg.start_soon(forward)
                 tg.start_soon(watch, runner)
@@ -325,7 +397,9 @@ def _judge(
     first_seen = [partition.ordinal(r.conversation_id) for r in judged.results]
     first_seen += [partition.ordinal(u.conversation_id) for u in judged.unmatched]
     judged = msgspec.structs.replace(judged, first_seen=first_seen)
-    return _Done(outcome, judged, lines, notices)
+    # Made here, in parallel, rather than in the parent's serial tail.
+    rendered = [{cid: render(kept) for cid, kept in lines.items()} for render in asked.renderers]
+    return _Done(outcome, judged, lines if asked.keep else {}, notices, rendered)
 
 
 def _regular(path: str) -> bool:
