@@ -68,7 +68,7 @@ def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
     scenarios = load_scenarios([str(scenario)])
     composed = compose_sinks(config, Evaluator(scenarios))
     marks: dict[str, float] = {}
-    merge, tell = strategy._merge, composed.sinks.on_decisions
+    merge = strategy._merge
 
     def timed_merge(*args: object, **kwargs: object) -> object:
         marks["merging"] = time.perf_counter()
@@ -77,12 +77,7 @@ def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
         finally:
             marks["merged"] = time.perf_counter()
 
-    def timed_tell(decisions: list[object]) -> None:
-        tell(decisions)  # type: ignore[arg-type]
-        marks["told"] = time.perf_counter()
-
     strategy._merge = timed_merge  # type: ignore[assignment]
-    composed.sinks.on_decisions = timed_tell  # type: ignore[method-assign]
     try:
         started = time.perf_counter()
         merged = strategy.run_workers(config, "bench", 2, None, scenarios, {}, composed.sinks)
@@ -99,9 +94,8 @@ def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
     finally:
         strategy._merge = merge
         composed.sinks.close()
-    told = marks.get("told", marks["merged"])
     return dict(zip(TAIL, (
-        marks["merging"] - started, marks["merged"] - marks["merging"], told - marks["merged"],
+        marks["merging"] - started, marks["merged"] - marks["merging"], returned - marks["merged"],
         built - returned, encoded - built, ended[1] - ended[0], ended[2] - ended[1],
     ), strict=True))  # fmt: skip
 
