@@ -12,7 +12,8 @@ same events, and the report once.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,45 @@ def test_a_kafka_member_tells_the_added_output_what_one_process_decides(
     written = [json.loads(x) for x in jsonl.read_text().splitlines()]
     assert recording.lines() == written
     assert _by_conversation(written) == one
+
+
+class MadeApart:
+    """A sink rendered apart: its lines say which process made them."""
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+        self.written = b""
+
+    def on_decisions(self, decisions: list[Decision]) -> None:
+        self.decisions += decisions
+
+    def on_stop(self, message: StopMessage) -> None:
+        pass
+
+    def on_end(self, report: Report) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    @staticmethod
+    def lines(decisions: Iterable[Decision]) -> bytes:
+        return b"".join(f"{os.getpid()} {d.conversation_id}\n".encode() for d in decisions)
+
+    def write_lines(self, data: bytes) -> None:
+        self.written += data
+
+
+def test_under_workers_a_sink_rendered_apart_has_its_lines_made_by_the_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sink = MadeApart()
+    monkeypatch.setattr(composition, "OUTPUTS", [*composition.OUTPUTS, lambda c: sink])
+    done = run_cli_in_process("check", str(SCENARIOS), "--events", str(EVENTS), "--workers", "2",
+                              "--format", "json")  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    made = [line.split() for line in sink.written.decode().splitlines()]
+    assert len(made) == 143 and not sink.decisions  # the lines, not the decisions
+    assert {int(pid) for pid, _ in made}.isdisjoint({os.getpid()})  # made in the workers
+    conversations = [c["conversation_id"] for c in json.loads(done.stdout)["conversations"]]
+    assert list(dict.fromkeys(cid for _, cid in made)) == conversations  # in the report's order
