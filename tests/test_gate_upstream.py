@@ -1,11 +1,13 @@
-"""The gate's client to the agent (gate/upstream.py), against scripted servers on loopback.
+"""The gate's HTTP on both sides: its client to the agent (gate/upstream.py) and when
+its replies leave (gate/wire.py), against scripted servers on loopback.
 
 Each agent here is a real TCP server on loopback that reads requests with h11
 and writes its replies as raw bytes, so it can do what a well-behaved server
 would not: close a kept-alive connection between two requests, or as a
 request arrives, answer with a malformed head. The cases go through a real
 gate (``Gate`` served by uvicorn) where the gate's answer is what counts, and
-through :class:`Upstream` alone where the connections are.
+through :class:`Upstream` alone where the connections are. The simulator's
+side is read as raw bytes where what counts is which bytes arrive together.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from contextlib import asynccontextmanager
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import h11
 import httpx
 import pytest
 
 from mantle_stream.core.scenario.load import load_scenarios
+from mantle_stream.gate import wire
 from mantle_stream.gate.proxy import GateOptions
 from mantle_stream.gate.runs import GateJudge
 from mantle_stream.gate.serve import Gate
@@ -40,18 +44,21 @@ def anyio_backend() -> str:
 
 class Agent:
     """A scripted agent: ``reply(request, number)`` gives the bytes to answer the
-    ``number``-th request (from 0, over all connections) with, or None to close the
-    connection without answering. After each reply, the connection is closed when
-    ``close_after`` says so (as a server whose keep-alive timeout ran out)."""
+    ``number``-th request (from 0, over all connections) with (a list: written apart,
+    ``between()`` awaited before each but the first), or None to close the connection
+    without answering. After each reply, the connection is closed when ``close_after``
+    says so (as a server whose keep-alive timeout ran out)."""
 
     def __init__(
         self,
-        reply: Callable[[h11.Request, int], bytes | None] = lambda _r, _n: OK,
+        reply: Callable[[h11.Request, int], bytes | list[bytes] | None] = lambda _r, _n: OK,
         *,
         close_after: bool = False,
+        between: Callable[[], Awaitable[None]] = anyio.lowlevel.checkpoint,
     ) -> None:
         self.reply = reply
         self.close_after = close_after
+        self.between = between
         self.connections = 0
         self.requests: list[tuple[h11.Request, bytes]] = []
 
@@ -68,7 +75,10 @@ class Agent:
                 answer = self.reply(request, number)
                 if answer is None:
                     return
-                await stream.send(answer)
+                for position, part in enumerate([answer] if isinstance(answer, bytes) else answer):
+                    if position:
+                        await self.between()
+                    await stream.send(part)
                 if self.close_after:
                     return
                 reader = h11.Connection(h11.SERVER)  # the next request, whatever was answered
@@ -227,6 +237,41 @@ async def test_an_agent_that_closes_without_replying_gives_502() -> None:
     assert response.status_code == 502
     assert response.text.endswith("the agent closed the connection without a reply\n")
     assert len(agent.requests) == 1
+
+
+# ---------------------------------------------------------------------------- the simulator's side
+
+NDJSON_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: 32\r\n\r\n"
+LINES = [b'{"text": "one"}\n', b'{"text": "two"}\n']
+
+
+async def _first_read(base: str) -> bytes:
+    """What the first read of a webhook message's reply gets, on a raw socket."""
+    host, port = base.removeprefix("http://").split(":")
+    async with await anyio.connect_tcp(host, int(port)) as sock:
+        await sock.send(
+            b"POST /webhooks/rest/webhook?stream=true HTTP/1.1\r\nhost: gate\r\n"
+            b"content-length: 2\r\n\r\n{}"
+        )
+        with anyio.fail_after(10):
+            return await sock.receive()
+
+
+async def test_a_replys_head_leaves_with_its_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "HOLD", 5.0)  # however slow the machine: the line comes first
+    agent = Agent(lambda _r, _n: [NDJSON_HEAD, *LINES], between=lambda: anyio.sleep(0.05))
+    async with gate_before(agent) as base:
+        first = await _first_read(base)
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b"\r\n\r\n" + LINES[0])
+
+
+async def test_a_replys_head_waits_for_its_first_line_a_moment_only() -> None:
+    line_asked = anyio.Event()
+    agent = Agent(lambda _r, _n: [NDJSON_HEAD, *LINES], between=line_asked.wait)
+    async with gate_before(agent) as base:
+        first = await _first_read(base)  # the agent writes no line until it is read
+        line_asked.set()
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b"\r\n\r\n")
 
 
 # ---------------------------------------------------------------------------- the client alone

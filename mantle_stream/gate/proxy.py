@@ -42,6 +42,7 @@ import msgspec
 from mantle_stream.core.urls import redact
 from mantle_stream.gate.runs import GateJudge
 from mantle_stream.gate.upstream import Upstream, UpstreamError
+from mantle_stream.gate.wire import HOLD_HEAD
 
 __all__ = ["GateOptions", "GateProxy"]
 
@@ -275,13 +276,20 @@ class GateProxy:
                     f"did not answer: {_reason(exc)}\n",
                 )
                 return False
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": reply.status,
-                    "headers": [(k, v) for k, v in reply.headers if k.lower() not in HOP_BY_HOP],
-                }
-            )
+            # A reply with a body to come: its head may go with the body's first bytes.
+            hold = HOLD_HEAD.set(scope["method"] != "HEAD" and reply.status not in (204, 304))
+            try:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": reply.status,
+                        "headers": [
+                            (k, v) for k, v in reply.headers if k.lower() not in HOP_BY_HOP
+                        ],
+                    }
+                )
+            finally:
+                HOLD_HEAD.reset(hold)
             async for chunk in reply.chunks():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -28,6 +28,7 @@ from mantle_stream.feeds import open_feed
 from mantle_stream.gate.proxy import GateOptions, GateProxy
 from mantle_stream.gate.runs import GateJudge
 from mantle_stream.gate.upstream import Upstream
+from mantle_stream.gate.wire import gate_protocol
 from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["INSTALL_HINT", "Gate", "listening_socket", "parse_listen", "quiet_server"]
@@ -181,6 +182,7 @@ class Gate:
             proxy = self.proxy = GateProxy(self.options, self.judge, upstream, spawn)
             config = uvicorn.Config(
                 proxy,
+                http=gate_protocol(),
                 lifespan="off",
                 # A request the gate could not serve is answered (502) or cut off, and
                 # counted in the report: no server traceback on the user's terminal.

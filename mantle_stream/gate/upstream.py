@@ -269,7 +269,11 @@ class Upstream:
         except TimeoutError:
             raise UpstreamError(f"no connection within {self.connect_timeout:g} s") from None
         except (OSError, anyio.BrokenResourceError) as exc:
-            raise UpstreamError(_reason(exc)) from None
+            # anyio tries each address the name has: the last one's refusal says why.
+            why: BaseException = exc.__cause__ or exc
+            if isinstance(why, BaseExceptionGroup):
+                why = why.exceptions[-1]
+            raise UpstreamError(f"no connection: {_reason(why)}") from None
         return _Connection(stream)
 
     def _context(self) -> ssl.SSLContext:
