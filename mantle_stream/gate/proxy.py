@@ -42,6 +42,7 @@ import msgspec
 from mantle_stream.core.urls import redact
 from mantle_stream.gate.runs import GateJudge
 from mantle_stream.gate.upstream import Upstream, UpstreamError
+from mantle_stream.gate.upstream import reason as _reason
 from mantle_stream.gate.wire import HOLD_HEAD
 
 __all__ = ["GateOptions", "GateProxy"]
@@ -341,11 +342,3 @@ async def _answer(send: Send, status: int, body: str | bytes, kind: str = "text/
         }
     )
     await send({"type": "http.response.body", "body": data, "more_body": False})
-
-
-def _reason(exc: BaseException) -> str:
-    """One line saying why a request failed."""
-    if isinstance(exc, UpstreamError):
-        return str(exc)  # already one line
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

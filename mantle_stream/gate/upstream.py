@@ -35,7 +35,7 @@ import anyio
 import anyio.abc
 import h11
 
-__all__ = ["IDEMPOTENT", "Reply", "Upstream", "UpstreamError"]
+__all__ = ["IDEMPOTENT", "Reply", "Upstream", "UpstreamError", "reason"]
 
 #: Methods a request of which may be sent twice (RFC 9110 9.2.2).
 IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"})
@@ -161,7 +161,7 @@ class Upstream:
         except UpstreamError:
             raise
         except (OSError, anyio.BrokenResourceError, anyio.EndOfStream, TimeoutError) as exc:
-            raise UpstreamError(_reason(exc)) from None
+            raise UpstreamError(reason(exc)) from None
         reply = Reply(self, connection, response)
         try:
             yield reply
@@ -203,7 +203,7 @@ class Upstream:
         except BaseException as exc:
             await connection.close()
             if connection.reused and _no_reply_yet(connection, exc):
-                raise _Stale(f"a kept connection was closed by the agent: {_reason(exc)}") from None
+                raise _Stale(f"a kept connection was closed by the agent: {reason(exc)}") from None
             raise
 
     async def _next_event(self, connection: _Connection) -> Any:
@@ -221,7 +221,7 @@ class Upstream:
             except anyio.EndOfStream:
                 data = b""  # h11 decides: the end of a reply read to the close, or cut off
             except (OSError, anyio.BrokenResourceError, TimeoutError) as exc:
-                raise UpstreamError(_reason(exc)) from None
+                raise UpstreamError(reason(exc)) from None
             if not data and not connection.answered:
                 raise UpstreamError("the agent closed the connection without a reply")
             connection.answered = True
@@ -273,7 +273,7 @@ class Upstream:
             why: BaseException = exc.__cause__ or exc
             if isinstance(why, BaseExceptionGroup):
                 why = why.exceptions[-1]
-            raise UpstreamError(f"no connection: {_reason(why)}") from None
+            raise UpstreamError(f"no connection: {reason(why)}") from None
         return _Connection(stream)
 
     def _context(self) -> ssl.SSLContext:
@@ -291,7 +291,9 @@ def _no_reply_yet(connection: _Connection, exc: BaseException) -> bool:
     return not connection.answered
 
 
-def _reason(exc: BaseException) -> str:
-    """One line saying why a request failed."""
+def reason(exc: BaseException) -> str:
+    """One line saying why a request failed (an :class:`UpstreamError` says it already)."""
+    if isinstance(exc, UpstreamError):
+        return str(exc)
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
