@@ -12,8 +12,12 @@ side is read as raw bytes where what counts is which bytes arrive together.
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -21,6 +25,7 @@ import anyio.lowlevel
 import h11
 import httpx
 import pytest
+from anyio.streams.tls import TLSListener
 
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.gate import wire
@@ -62,7 +67,7 @@ class Agent:
         self.connections = 0
         self.requests: list[tuple[h11.Request, bytes]] = []
 
-    async def handle(self, stream: anyio.abc.SocketStream) -> None:
+    async def handle(self, stream: anyio.abc.ByteStream) -> None:
         self.connections += 1
         reader = h11.Connection(h11.SERVER)
         async with stream:
@@ -85,7 +90,7 @@ class Agent:
 
 
 async def _read_request(
-    reader: h11.Connection, stream: anyio.abc.SocketStream
+    reader: h11.Connection, stream: anyio.abc.ByteStream
 ) -> tuple[h11.Request | None, bytes]:
     request: h11.Request | None = None
     body = b""
@@ -329,3 +334,31 @@ async def test_a_request_goes_with_its_length_and_the_base_urls_path() -> None:
     [(request, body)] = agent.requests
     assert request.target == b"/agent/x?a=1" and body == b""
     assert dict(request.headers)[b"content-length"] == b"0"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+async def test_an_https_agent_is_reached_over_tls_and_its_connection_kept(
+    tmp_path: Path,
+) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    client = ssl.create_default_context(cafile=str(cert))
+    agent = Agent()
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+    listener = TLSListener(tcp, server, standard_compatible=False)
+    async with listener, anyio.create_task_group() as tasks:
+        tasks.start_soon(listener.serve, agent.handle)
+        upstream = Upstream(f"https://127.0.0.1:{port}", ssl_context=client)
+        assert await upstream.get(b"/status") == (200, b"ok")
+        assert await upstream.get(b"/status") == (200, b"ok")
+        await upstream.aclose()
+        tasks.cancel_scope.cancel()
+    assert agent.connections == 1 and len(agent.requests) == 2

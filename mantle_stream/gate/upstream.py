@@ -124,7 +124,9 @@ class Upstream:
         read_timeout: float = 300.0,
         keepalive: float = 2.0,
         max_idle: int = 200,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """``ssl_context``: for an ``https://`` agent (default: the system's CAs)."""
         parts = urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"an upstream is an http:// or https:// URL, not `{base}`")
@@ -138,7 +140,7 @@ class Upstream:
         self.keepalive = keepalive
         self.max_idle = max_idle
         self._idle: list[_Connection] = []
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context
 
     @contextlib.asynccontextmanager
     async def request(
