@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import ssl
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -262,7 +263,18 @@ async def _first_read(base: str) -> bytes:
             return await sock.receive()
 
 
-async def test_a_replys_head_leaves_with_its_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+async def test_a_replys_head_leaves_with_its_first_line(
+    parser: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if parser == "h11":  # as where httptools is not installed: uvicorn's h11 protocol
+        monkeypatch.setitem(sys.modules, "httptools", None)
+        monkeypatch.setitem(sys.modules, "uvicorn.protocols.http.httptools_impl", None)
+    protocol = wire.gate_protocol()
+    assert (
+        protocol.__mro__[1].__name__
+        == {"httptools": "HttpToolsProtocol", "h11": "H11Protocol"}[parser]
+    )
     monkeypatch.setattr(wire, "HOLD", 5.0)  # however slow the machine: the line comes first
     agent = Agent(lambda _r, _n: [NDJSON_HEAD, *LINES], between=lambda: anyio.sleep(0.05))
     async with gate_before(agent) as base:
