@@ -43,7 +43,7 @@ def gate_for(
     on_problem: Callable[[str, str], object] | None = None,
 ) -> Gate:
     """The gate ``config`` asks for (bound, not serving yet: ``await gate.run()``),
-    judging into ``evaluator`` and telling ``sinks``; uvicorn and httpx only now."""
+    judging into ``evaluator`` and telling ``sinks``; uvicorn and h11 imported only now."""
     from mantle_stream.gate.proxy import GateOptions
     from mantle_stream.gate.runs import GateJudge
     from mantle_stream.gate.serve import Gate, parse_listen
