@@ -60,6 +60,7 @@ from mantle_stream.core.events.decode import conversation_of, conversations_of
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
+from mantle_stream.kafka.keys import PartitionOrder
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
 from mantle_stream.kafka.stamped import StampedOrder
 
@@ -157,6 +158,8 @@ class Member:
         self._partition_count = 0
         self._unkeyed = False
         self._foreign_key_said = False  # a message keyed by other than its conversation
+        # Partitions keyed by conversation, not copied by rekey: their gaps are passed.
+        self._order = PartitionOrder()
         self._commit_failing = False  # the last commit could not be done (and was told)
         self._last_commit = self.started  # when offsets were last committed
         self._consumer_errors_said: set[int] = set()  # codes of errors consume gave, told
@@ -473,6 +476,11 @@ class Member:
             chunk = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
         chunk += b"\n"
         offsets = [message.offset() for message in batch]
+        # The conversation each event names, never the message's key: its state is
+        # saved and restored under it (a key of another kind left it unsaved).
+        cids = conversations_of(chunk, len(values))
+        self.evaluator.ordered = self._order.ordered(partition, batch, cids)
+        self._say_foreign_key()
         where = f"{self.spec.topic}[{partition}] (offset)"
         on_bad = None if self.on_bad is None else self._bad(batch)
         try:
@@ -481,49 +489,37 @@ class Member:
             # The events before it were applied: their verdicts go out, and the commit
             # (on leaving) covers them, not the bad one, which a restart reads again.
             bad = exc.line or 0
-            self._own(partition, batch[:bad], chunk, offsets[:bad])
+            self._own(partition, cids[:bad], offsets[:bad])
             self._next[partition] = offsets[bad]
             self._emit(exc.decisions)
             raise exc.at(offsets[bad]) from None
-        self._own(partition, batch, chunk, offsets)
+        self._own(partition, cids, offsets)
         self._next[partition] = offsets[-1] + 1
         self._emit(decisions)
 
-    def _own(self, partition: int, batch: list[Any], chunk: bytes, offsets: list[int]) -> None:
-        """Note the conversations of the first ``len(offsets)`` messages of a batch
-        applied (``chunk`` their lines): their partition, their last offset, and which
-        must be read again from here after a restart.
+    def _say_foreign_key(self) -> None:
+        foreign = self._order.foreign
+        if foreign is None or self._foreign_key_said:
+            return
+        self._foreign_key_said = True
+        _warn(
+            f"`{self.spec.topic}` is keyed by something other than the conversation id "
+            f"(key `{foreign.key.decode(errors='replace')}` on an event of "
+            f"`{foreign.conversation}`, [{foreign.partition}]@{foreign.offset}): its state "
+            "is kept by the conversation each event names; members may share the topic "
+            "only if each conversation's messages have one key"
+        )
 
-        Per conversation, not per message: the conversations are decoded from the
-        chunk in one call, and the dictionaries below built in C."""
+    def _own(self, partition: int, cids: list[str | None], offsets: list[int]) -> None:
+        """Note the conversations of messages applied (``cids`` the conversation each
+        names, at ``offsets``): their partition, their last offset, and which must be
+        read again from here after a restart.
+
+        Per conversation, not per message: the dictionaries below are built in C."""
         if not offsets:
             return
         evaluator = self.evaluator
         owner, last = self._owner, self._last
-        # The conversation each event names, never the message's key: its state is
-        # saved and restored under it (a key of another kind left it unsaved).
-        cids = conversations_of(chunk, len(offsets))
-        if not self._foreign_key_said:
-            keys = [message.key() for message in batch[: len(offsets)]]
-            pairs = list(zip(keys, cids, strict=True))
-            # Each distinct (key, conversation) looked at once; the first in order told.
-            foreign = {
-                (key, cid)
-                for key, cid in set(pairs)
-                if key is not None and cid is not None and key != cid.encode()
-            }
-            for at, (key, cid) in zip(offsets, pairs if foreign else [], strict=False):
-                if (key, cid) in foreign:
-                    assert key is not None
-                    self._foreign_key_said = True
-                    _warn(
-                        f"`{self.spec.topic}` is keyed by something other than the "
-                        f"conversation id (key `{key.decode(errors='replace')}` on an event "
-                        f"of `{cid}`, [{partition}]@{at}): its state is kept by the "
-                        "conversation each event names; members may share the topic only "
-                        "if each conversation's messages have one key"
-                    )
-                    break
         latest: dict[str | None, int] = dict(zip(cids, offsets, strict=True))  # -> last offset
         latest.pop(None, None)
         for cid, offset in cast(dict[str, int], latest).items():
