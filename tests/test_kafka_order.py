@@ -102,14 +102,15 @@ NOT_WRITTEN = SCENARIO.replace("name: last_write", "name: not_written").replace(
 def _holed(cid: str) -> list[bytes]:
     """A conversation as Rasa publishes it: sequence 2 (an initial slot's flat event,
     which the broker's format cannot carry) never sent; 3 writes a.x, failing."""
+    payloads: list[tuple[int, dict[str, Any]]] = [
+        (0, {"session_started": {}}),
+        (1, {"user": {"text": "hi"}}),
+        (3, {"memory_set": {"key": "a.x", "value_json": "1"}}),
+    ]
     return [
         json.dumps({"conversation_id": cid, "timestamp": 1.0, "metadata": None,
                     "event_id": f"{cid}-{seq}", "sequence": seq, **payload}).encode()
-        for seq, payload in [
-            (0, {"session_started": {}}),
-            (1, {"user": {"text": "hi"}}),
-            (3, {"memory_set": {"key": "a.x", "value_json": "1"}}),
-        ]
+        for seq, payload in payloads
     ]  # fmt: skip
 
 

@@ -18,18 +18,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["REKEYED", "ForeignKey", "PartitionOrder", "marked"]
+__all__ = ["REKEYED", "ForeignKey", "Headers", "PartitionOrder", "marked"]
 
 #: The header rekey puts on every record it writes (value ``1``).
 REKEYED = "mantle-stream-rekeyed"
 
 
-def marked(headers: list[tuple[str, bytes | None]] | None) -> list[tuple[str, bytes | None]]:
+Headers = list[tuple[str, str | bytes | None]]
+
+
+def marked(headers: Headers | dict[str, str | bytes | None] | None) -> Headers:
     """A record's headers with the :data:`REKEYED` mark (once, however often copied)."""
-    headers = list(headers or [])
-    if not any(name == REKEYED for name, _ in headers):
-        headers.append((REKEYED, b"1"))
-    return headers
+    listed: Headers = list(headers.items() if isinstance(headers, dict) else headers or [])
+    if not any(name == REKEYED for name, _ in listed):
+        listed.append((REKEYED, b"1"))
+    return listed
 
 
 class ForeignKey:
