@@ -54,18 +54,21 @@ def prepare_topics(spec: KafkaSpec, options: KafkaOptions, errors: ClientErrors)
     return count
 
 
-def _describe(spec: KafkaSpec, group: str, errors: ClientErrors) -> Any:
+def _describe(spec: KafkaSpec, group: str, errors: ClientErrors, wait: float = 5.0) -> Any:
     kafka = kafka_client()
     admin = kafka.admin.AdminClient(settings(spec, errors))
-    [future] = admin.describe_consumer_groups([group]).values()
-    return future.result(5)
+    [future] = admin.describe_consumer_groups([group], request_timeout=wait).values()
+    return future.result(wait)
 
 
-def group_members(spec: KafkaSpec, group: str, errors: ClientErrors) -> list[str]:
-    """The group's members (client id and host of each), as the broker describes them;
-    empty when it cannot (a broker without DescribeGroups, or away: not worth failing)."""
+def group_members(
+    spec: KafkaSpec, group: str, errors: ClientErrors, wait: float = 5.0
+) -> list[str]:
+    """The group's members (client id and host of each), as the broker describes them
+    within ``wait`` seconds; empty when it cannot (a broker without DescribeGroups, or
+    away: not worth failing)."""
     try:
-        described = _describe(spec, group, errors)
+        described = _describe(spec, group, errors, wait)
     except Exception:
         return []
     return sorted(f"{m.client_id}@{m.host} ({m.member_id})" for m in described.members)

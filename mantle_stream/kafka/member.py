@@ -23,7 +23,8 @@ partition). A member:
   partition of the same number; a tombstone once a conversation has finished);
   that is flushed; then the partition's offset is committed -- never past an
   event held in a reorder window, which would then be lost
-  (:mod:`~mantle_stream.kafka.ledger` keeps what a commit needs);
+  (:mod:`~mantle_stream.kafka.ledger` keeps what a commit needs,
+  :mod:`~mantle_stream.kafka.commits` makes it);
 * **on assign**, restores the partition's open conversations from the state
   topic (read by :func:`~mantle_stream.kafka.group.read_states`); events
   after the committed offset are read again, and those the restored state
@@ -60,6 +61,7 @@ from mantle_stream.core.errors import CONTROL_ESCAPES, EventError, FeedError, Us
 from mantle_stream.core.live import EventRate, GapTimer, StopRule
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
 from mantle_stream.kafka.clients import ClientErrors, settings
+from mantle_stream.kafka.commits import Committer, reason
 from mantle_stream.kafka.group import group_members, group_stable, prepare_topics, read_states
 from mantle_stream.kafka.ledger import Ledger
 from mantle_stream.kafka.options import KafkaOptions, KafkaSpec, kafka_client
@@ -74,6 +76,11 @@ BATCH = 5000
 #: Caught up, and fewer messages than this come at a time: a light load, where
 #: what is produced is sent at once rather than after linger.ms.
 LIGHT = 100
+#: Seconds a member told to stop (SIGINT, SIGTERM) spends leaving, at most: its last
+#: commit waits for the brokers that long and is then given up on, said (what came
+#: since the commit before is judged again by the next owner, as after a crash),
+#: rather than holding the stop for FINAL_FLUSH while no broker answers.
+STOP_WITHIN = 10.0
 
 _encode = msgspec.json.Encoder().encode
 _state = msgspec.json.Decoder(ConversationState).decode
@@ -132,6 +139,8 @@ class Member:
         # simulator stops it.
         self._stops = StopRule(evaluator, skip_pending=False, remember=10_000)
         self._stopping = False
+        self._stop_asked: float | None = None  # when stop() was called
+        self._final_tried = False  # the last commit was tried (the revoke on leaving skips it)
         self._gaps = GapTimer(options.gap_timeout)
         # Each conversation's partition and last offset: what a commit writes and commits.
         self._ledger = Ledger(evaluator, on_forget=self._forget)
@@ -155,18 +164,16 @@ class Member:
         self._final_lag = 0
         self._assigned: set[int] = set()
         self.judged_partitions: set[int] = set()  # every partition it was given
-        self._commit_failing = False  # the last commit could not be done (and was told)
-        self._last_commit = self.started  # when offsets were last committed
         self._last_tried = self.started  # when a periodic commit was last tried
         self._last_stats = self.started
         self._consumer_errors_said: set[int] = set()  # codes of errors consume gave, told
         self._published = 0
-        self._commits = 0
         self._restored = 0
         self._not_resumed = 0  # state records that did not decode or fit
         self._rate = EventRate(20)
         self._consumer: Any = None
         self._publisher: Publisher | None = None
+        self._committer: Committer | None = None
         self._error: Exception | None = None  # raised in a rebalance callback
         self._errors = ClientErrors()  # every client's error_cb
         self.group_members: list[str] = []  # as the broker described them at the end
@@ -174,8 +181,17 @@ class Member:
     # ------------------------------------------------------------------ outside
 
     def stop(self) -> None:
-        """End the run at the next poll (a signal handler may call it)."""
+        """End the run at the next poll, within ``STOP_WITHIN`` seconds (a signal
+        handler may call it)."""
+        if self._stop_asked is None:
+            self._stop_asked = time.monotonic()
         self._stopping = True
+
+    def _within(self, wait: float) -> float:
+        """``wait``, or what is left of ``STOP_WITHIN`` once told to stop."""
+        if self._stop_asked is None:
+            return wait
+        return max(min(wait, STOP_WITHIN - (time.monotonic() - self._stop_asked)), 0.0)
 
     @property
     def elapsed(self) -> float:
@@ -197,7 +213,7 @@ class Member:
             events=self.evaluator.statistics().events,
             events_per_second=self.events_per_second(),
             published=self._published,
-            commits=self._commits,
+            commits=0 if self._committer is None else self._committer.commits,
             restored=self._restored,
             not_resumed=self._not_resumed,
             join_seconds=None if self.assigned_at is None else self.assigned_at - self.started,
@@ -211,7 +227,8 @@ class Member:
     def members(self) -> list[str]:
         """The group's members (client id and host of each), as the broker describes
         them; this member alone when it cannot (tansu lists none)."""
-        members = group_members(self.spec, self.options.group, self._errors)
+        wait = self._within(5.0)
+        members = group_members(self.spec, self.options.group, self._errors, wait) if wait else []
         return members or ([self.member_id] if self.member_id else [])
 
     def lag(self) -> int:
@@ -243,6 +260,7 @@ class Member:
             self._loop(consumer)
             if self.options.until_end:
                 self._emit(self.evaluator.finish_all())
+            self._final_tried = True
             self._commit(set(self._assigned), final=True)
         finally:
             self._close(consumer)
@@ -267,7 +285,18 @@ class Member:
                 }
             )
         except kafka.KafkaException as exc:  # a setting librdkafka refuses, say
-            raise UsageError(f"Kafka: {_reason(exc)}") from None
+            raise UsageError(f"Kafka: {reason(exc)}") from None
+        self._committer = Committer(
+            self.spec,
+            options,
+            self._ledger,
+            self._publisher,
+            consumer,
+            self._errors,
+            within=self._within,
+            stopping=lambda: self._stop_asked is not None,
+            warn=_warn,
+        )
         consumer.subscribe(
             [self.spec.topic],
             on_assign=self._on_assign,
@@ -309,10 +338,8 @@ class Member:
         self._give_up_gaps(now)
         self._rate.add(now, self.evaluator.statistics().events)
         if self._changed and now - self._last_tried >= options.commit_interval and self._assigned:
-            commits, self._changed = self._commits, False
-            self._commit(set(self._assigned))
-            if self._commits == commits:  # not done: tried again next interval
-                self._changed = True
+            # Not done: tried again next interval.
+            self._changed = not self._commit(set(self._assigned))
             self._last_tried = now
         if options.stats_interval is not None and now - self._last_stats >= options.stats_interval:
             self._last_stats = now
@@ -335,7 +362,7 @@ class Member:
         finally:
             self._consumer = None
             if self._publisher is not None:
-                self._publisher.producer.flush(10)
+                self._publisher.producer.flush(self._within(10.0))
             self.ended = time.monotonic()
 
     def _left_out(self, now: float) -> bool:
@@ -405,68 +432,11 @@ class Member:
 
     # ------------------------------------------------------------------ commits
 
-    def _commit(self, partitions: set[int], *, final: bool = False, wait: float = 1.0) -> None:
-        """Verdicts delivered, then the partitions' state written, then their offsets
-        (what each is, :mod:`mantle_stream.kafka.ledger`).
-
-        Only a ``final`` commit (the member stopping) must succeed; the others wait
-        ``wait`` seconds for the brokers to confirm what was produced. One that
-        cannot be done now (the brokers down, the member dropped from the group
-        while they were) is told once and tried again at the next: what was
-        published since the last commit is then judged again by the partition's next
-        owner, the same records, as after a crash."""
-        if not partitions:
-            return
-        kafka = kafka_client()
-        if not self._flushed(final, wait):
-            return
-        offsets = self._ledger.offsets(partitions)
-        for record in self._ledger.states(partitions, offsets):
-            self._publish(
-                self.options.state_topic,
-                record.conversation_id,
-                record.value,
-                partition=record.partition,
-            )
-        if not self._flushed(final, wait) or not offsets:
-            return
-        try:
-            self._consumer.commit(
-                offsets=[kafka.TopicPartition(self.spec.topic, p, o) for p, o in offsets.items()],
-                asynchronous=False,
-            )
-        except kafka.KafkaException as exc:
-            error = exc.args[0] if exc.args else exc
-            if final or (hasattr(error, "fatal") and error.fatal()):
-                raise FeedError(
-                    f"Kafka: {_reason(exc)}; the offsets read were not committed"
-                ) from None
-            self._not_committed(_reason(exc))
-            return
-        self._commits += 1
-        self._last_commit = time.monotonic()
-        self._errors.recovered()
-        if self._commit_failing:
-            self._commit_failing = False
-            _warn(f"Kafka: committing again (group `{self.options.group}`)")
-
-    def _flushed(self, final: bool, wait: float) -> bool:
-        """Everything produced so far delivered: within 30 s when ``final`` (else
-        :class:`FeedError`), else within ``wait`` (else False, and told once that
-        lasts past ``FINAL_FLUSH`` seconds): a periodic commit waits a second, so the
-        loop goes on reading while the brokers are away."""
-        assert self._publisher is not None
-        if self._publisher.delivered(FINAL_FLUSH if final else wait, final=final):
-            return True
-        waited = time.monotonic() - self._last_commit
-        if waited > FINAL_FLUSH:
-            self._not_committed(f"verdicts or state not delivered for {waited:.0f} s")
-        return False
-
-    def _not_committed(self, reason: str) -> None:
-        if not self._commit_failing:
-            self._commit_failing = True
-            _warn(f"Kafka: not committed ({reason}); trying again every commit interval")
+    def _commit(self, partitions: set[int], *, final: bool = False, wait: float = 1.0) -> bool:
+        """True once committed (:mod:`mantle_stream.kafka.commits`)."""
+        if self._committer is None:  # (none before the consumer is made)
+            return False
+        return self._committer.commit(partitions, final=final, wait=wait)
 
     def _forget(self, cid: str) -> None:
         """A conversation let go of by the ledger: its timers too."""
@@ -505,7 +475,9 @@ class Member:
         gone = {tp.partition for tp in partitions} & self._assigned
         try:
             # A handover: worth waiting for, so the next owner publishes nothing twice.
-            self._commit(gone, wait=FINAL_FLUSH)
+            # (Leaving after the last commit was tried: nothing more to commit.)
+            if not (self._closing and self._final_tried):
+                self._commit(gone, wait=self._within(FINAL_FLUSH))
         finally:
             if not self._closing:  # (leaving: its conversations stay in its report)
                 self._let_go(gone)
@@ -584,12 +556,6 @@ class Member:
             file=sys.stderr,
             flush=True,
         )
-
-
-def _reason(exc: Exception) -> str:
-    """What a KafkaException says (its KafkaError's text)."""
-    error = exc.args[0] if exc.args else exc
-    return str(error.str() if hasattr(error, "str") else error)
 
 
 def _warn(text: str) -> None:
