@@ -18,6 +18,7 @@ from test_kafka_member import (
     _by_key,
     _check,
     _conversations,
+    _every_verdict_then_stopped,
     _interleaved,
     _member,
     _offline,
@@ -25,7 +26,6 @@ from test_kafka_member import (
     _published,
     _start,
     _status,
-    _stopped_status,
     _wait_for,
 )
 
@@ -90,19 +90,7 @@ def test_a_member_fenced_from_its_group_rejoins_and_ends(
         time.sleep(5)  # over three times the 1.5 s session timeout
         member.send_signal(signal.SIGCONT)
         _produce(kafka_broker, topic, rows[half:])
-        offline = {k: v for k, v in _offline(tmp_path, rows).items() if v["decided_at"]}
-
-        def complete() -> bool:
-            assert member.poll() is None, member.communicate()[1]
-            return set(_by_key(_published(kafka_broker, f"{topic}.verdicts"))) >= set(offline)
-
-        _wait_for(complete, 60, "every verdict decided by an event, after the fence")
-        member.send_signal(signal.SIGTERM)
-        told = time.monotonic()
-        out, err = member.communicate(timeout=120)
-        assert time.monotonic() - told < ENDS_WITHIN, err
-        assert member.returncode == _stopped_status(out), err
-        assert "Traceback" not in err, err
+        _every_verdict_then_stopped(kafka_broker, topic, member, rows, tmp_path, ENDS_WITHIN)
     finally:
         member.send_signal(signal.SIGCONT)
         if member.poll() is None:

@@ -151,7 +151,7 @@ class Member:
             self._ledger,
             self._gaps,
             emit=self._emit,
-            publish=lambda topic, key, value, headers: self._publish(
+            publish=lambda topic, key, value, headers: self._publisher_now().produce(
                 topic, key, value, headers=headers
             ),
             warn=_warn,
@@ -394,17 +394,9 @@ class Member:
         for cid in self._gaps.expired(self.evaluator.holding(), now):
             self._emit(self.evaluator.release_held(cid))
 
-    def _publish(
-        self,
-        topic: str,
-        key: str | bytes | None,
-        value: bytes | None,
-        *,
-        headers: list[tuple[str, bytes]] | None = None,
-        partition: int | None = None,
-    ) -> None:
-        assert self._publisher is not None
-        self._publisher.produce(topic, key, value, headers=headers, partition=partition)
+    def _publisher_now(self) -> Publisher:
+        assert self._publisher is not None  # (made before the consumer, so before any read)
+        return self._publisher
 
     def _emit(self, decisions: list[Decision]) -> None:
         if not decisions:
@@ -413,7 +405,9 @@ class Member:
         topic = self.options.verdicts_topic
         if topic is not None:
             for d in decisions:
-                self._publish(topic, d.conversation_id, _encode(DecisionRecord.of(d)))
+                self._publisher_now().produce(
+                    topic, d.conversation_id, _encode(DecisionRecord.of(d))
+                )
             self._published += len(decisions)
         self.latest.extend(decisions)
         if self.on_decisions is not None:
@@ -426,7 +420,7 @@ class Member:
         topic = self.options.stops_topic
         for message in self._stops.settled(decisions):
             if topic is not None:
-                self._publish(topic, message.conversation_id, _encode(message))
+                self._publisher_now().produce(topic, message.conversation_id, _encode(message))
             if self.on_stop is not None:
                 self.on_stop(message)
 
