@@ -99,7 +99,7 @@ class MemberStats(msgspec.Struct, frozen=True):
     commits: int
     restored: int  # conversations resumed from the state topic
     not_resumed: int  # state records that did not decode or fit: judged afresh
-    join_seconds: float | None  # from the start to its first partitions (None: given none)
+    join_seconds: float | None  # start to its first partitions, state restored (None: none)
     judge_seconds: float  # from its first partitions to the last events it applied
 
 
@@ -130,7 +130,7 @@ class Member:
         self.ended: float | None = None
         self.latest: deque[Decision] = deque(maxlen=20)
         # Join time and steady state told apart (the benchmark reports both).
-        self.assigned_at: float | None = None  # when it was first given partitions
+        self.assigned_at: float | None = None  # when it first had partitions (state restored)
         # Something was read or published since the last commit: an idle member
         # commits nothing (a commit flushes and waits for the group coordinator).
         self._changed = False
@@ -404,10 +404,10 @@ class Member:
         self._changed = True
         topic = self.options.verdicts_topic
         if topic is not None:
-            for d in decisions:
-                self._publisher_now().produce(
-                    topic, d.conversation_id, _encode(DecisionRecord.of(d))
-                )
+            self._publisher_now().produce_many(
+                topic,
+                [(d.conversation_id.encode(), _encode(DecisionRecord.of(d))) for d in decisions],
+            )
             self._published += len(decisions)
         self.latest.extend(decisions)
         if self.on_decisions is not None:
@@ -458,12 +458,12 @@ class Member:
     def _assign(self, partitions: list[Any]) -> None:
         new = {tp.partition for tp in partitions}
         self._joined = True
-        if new and self.assigned_at is None:
-            self.assigned_at = time.monotonic()
         self._assigned |= new
         self.judged_partitions |= new
         self._reading.refuse_unkeyed(self._assigned)
         self._restore(new)
+        if new and self.assigned_at is None:  # joined: given partitions, their state read
+            self.assigned_at = time.monotonic()
 
     def _revoke(self, partitions: list[Any]) -> None:
         gone = {tp.partition for tp in partitions} & self._assigned
