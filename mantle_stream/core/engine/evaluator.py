@@ -166,7 +166,11 @@ class Evaluator:
 
     @ordered.setter
     def ordered(self, value: bool) -> None:
+        # A source may learn it as it reads (a SQL table's ids, a Kafka partition's
+        # records): the scenarios judged apart follow, whenever they were made.
         self._ordering.ordered = value
+        for apart in self._choice.apart.values():
+            apart.ordering.ordered = value
 
     @property
     def keep_finished(self) -> int | None:
@@ -188,6 +192,7 @@ class Evaluator:
         )
         return Apart(
             apart._book,
+            apart._ordering,
             apart._apply,
             apart.finish,
             lambda cid, settled_by, skips: apart.stop(cid, settled_by, skip_pending=skips),

@@ -32,6 +32,7 @@ from mantle_stream.core.engine.conversation import (
     UnmatchedConversation,
     result_of,
 )
+from mantle_stream.core.engine.ordering import Ordering
 from mantle_stream.core.engine.settling import Settling
 from mantle_stream.core.errors import UsageError
 from mantle_stream.core.events.model import (
@@ -55,16 +56,18 @@ class Apart:
     (the evaluator makes them: the same options, this one scenario), as scenario
     choice uses it. Its decisions are provisional: they reach no output."""
 
-    __slots__ = ("book", "finish", "judge", "stop")
+    __slots__ = ("book", "finish", "judge", "ordering", "stop")
 
     def __init__(
         self,
         book: Conversations,
+        ordering: Ordering,
         judge: Callable[[Event, Payload, list[Decision]], None],
         finish: Callable[[str], list[Decision]],
         stop: Callable[[str, Decision | None, bool], None],
     ) -> None:
         self.book = book  # its conversations
+        self.ordering = ordering  # its ordering (``ordered`` follows the evaluator's)
         self.judge = judge  # one event, its payload known
         self.finish = finish  # end a conversation
         self.stop = stop  # a stop was sent for a conversation
