@@ -69,7 +69,8 @@ from mantle_stream.feeds.sql_db import (
     locked,
 )
 from mantle_stream.feeds.sql_options import SqlOptions, parse_since
-from mantle_stream.feeds.sql_rows import _conversation, _line, _raw
+from mantle_stream.feeds.sql_rows import _conversation, _line, _raw, plain_lines
+from mantle_stream.feeds.sql_share import Share, check_row, check_rows, share
 
 __all__ = [
     "SQL_PREFIXES",
@@ -145,6 +146,7 @@ class SqlFeed(QueuedFeed):
         self._path: str | None = None  # a SQLite file's path, and which file it named
         self._file: tuple[int, int] | None = None
         self._replaced = 0  # times the SQLite file was deleted and created again
+        self._share: Share | None = None  # this worker's rows alone (sql_share)
         self._forget_ids()
         self._longest_wait = 0.0
 
@@ -280,8 +282,9 @@ class SqlFeed(QueuedFeed):
         )
         return query, params
 
-    def _filters(self) -> tuple[list[str], list[Any]]:
-        """The conditions on rows other than their id (``conversations``, ``since``)."""
+    def _filters(self, *, shared: bool = True) -> tuple[list[str], list[Any]]:
+        """The conditions on rows other than their id (``conversations``, ``since``,
+        and with ``shared`` this worker's share: :mod:`~mantle_stream.feeds.sql_share`)."""
         assert self._db is not None
         mark = self._db.placeholder
         where: list[str] = []
@@ -293,6 +296,8 @@ class SqlFeed(QueuedFeed):
         if self._options.since is not None:
             where.append(f'"timestamp" >= {mark}')
             params.append(self._options.since)
+        if shared and self._share is not None:
+            where.append(self._share.condition)
         return where, params
 
     async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
@@ -308,6 +313,10 @@ class SqlFeed(QueuedFeed):
     async def _read(self, send: MemoryObjectSendStream[Item]) -> None:
         db = self._db
         assert db is not None
+        partition = self._options.partition
+        if partition is not None and not self.live:  # (a followed table is read whole)
+            where, params = self._filters()
+            self._share = await self._patiently(share, db, partition, where, params)
         start, _ = self._query(first=True)
         query, params = self._query()
         most = self._options.batch_size
@@ -330,6 +339,9 @@ class SqlFeed(QueuedFeed):
                 for chunk in self._chunks(rows):
                     await send.send(chunk)
                 del rows  # (not held while the next batch is read)
+            mine = self._share
+            if ended and mine is not None and await self._patiently(mine.grow, db):
+                continue  # (conversations begun while it was read: their rows too)
             if ended and last is not None and await self._looked_back(db, last, send):
                 continue  # (what a look back found may not be all: look again at once)
             if ended:
@@ -344,6 +356,9 @@ class SqlFeed(QueuedFeed):
 
     def _chunks(self, rows: list[tuple[Any, ...]]) -> list[Chunk]:
         """Rows as chunks, each line numbered by its row id."""
+        plain = self._plain(rows)
+        if plain is not None:
+            return self._numbered(*plain)
         partition = self._options.partition
         ids: list[int] = []
         lines: list[bytes] = []
@@ -351,7 +366,11 @@ class SqlFeed(QueuedFeed):
         for row_id, sender_id, data in rows:
             self._rows += 1
             self._remember(row_id)
-            if self._by_place or not isinstance(row_id, int) or isinstance(row_id, bool):
+            raw = _raw(data)
+            if self._share is not None:  # only this worker's rows are read: each checked
+                assert partition is not None
+                check_row(partition, row_id, _conversation(raw, sender_id, limit))
+            elif self._by_place or not isinstance(row_id, int) or isinstance(row_id, bool):
                 # A text or UUID id is no line number: rows are numbered by their
                 # place in id order from the first that is not an integer on.
                 if not self._by_place:
@@ -361,8 +380,7 @@ class SqlFeed(QueuedFeed):
                     self.ordered = False
                     self._where = f"{redact(self._url)} (table {TABLE}, row in id order)"
                 row_id = self._rows
-            raw = _raw(data)
-            if partition is not None:
+            if partition is not None and self._share is None:
                 # By the conversation the line names, as the evaluator reads it (a row
                 # that names none, or is bad, is worker 0's, which reports it).
                 cid = _conversation(raw, sender_id, limit)
@@ -370,9 +388,33 @@ class SqlFeed(QueuedFeed):
                     continue
             ids.append(int(row_id))
             lines.append(_line(raw, sender_id, limit))
+        return self._numbered(b"".join(lines), ids)
+
+    def _plain(self, rows: list[tuple[Any, ...]]) -> tuple[bytes, list[int]] | None:
+        """The rows' lines and ids at once, when every row is one line naming its
+        conversation with an integer id (:func:`plain_lines`: a store Mantle wrote)
+        and every row is kept; None: each row is looked at (:meth:`_chunks`)."""
+        partition = self._options.partition
+        if self._by_place or (partition is not None and self._share is None):
+            return None
+        ids = [row[0] for row in rows]
+        if not all(type(i) is int for i in ids):
+            return None
+        plain = plain_lines([row[2] for row in rows], self._max_line_bytes)
+        if plain is None:
+            return None
+        data, conversations = plain
+        if partition is not None:
+            check_rows(partition, ids, conversations)
+        self._rows += len(ids)
+        self._remember_all(ids)
+        return data, ids
+
+    def _numbered(self, data: bytes, ids: list[int]) -> list[Chunk]:
+        """``data``'s lines as chunks, each line numbered by its row id (``ids``)."""
         chunks: list[Chunk] = []
         done = 0
-        for piece in split_lines(b"".join(lines)):
+        for piece in split_lines(data):
             n = count_lines(piece)
             numbers = ids[done : done + n]
             done += n
@@ -389,6 +431,15 @@ class SqlFeed(QueuedFeed):
         self._late = 0  # rows found below the ids read, and read
         self._null = 0  # rows with no id (NULL): never read
         self._next_look = self._next_whole = 0.0
+
+    def _remember_all(self, row_ids: list[int]) -> None:
+        """:meth:`_remember` of each of ``row_ids``."""
+        self._recent.extend(row_ids)
+        self._recent_set.update(row_ids)
+        over = len(self._recent) - LOOK_BACK_ROWS
+        if over > 0:
+            popleft = self._recent.popleft
+            self._recent_set.difference_update([popleft() for _ in range(over)])
 
     def _remember(self, row_id: Any) -> None:
         self._recent.append(row_id)
@@ -485,6 +536,10 @@ class SqlFeed(QueuedFeed):
                 f"`{self.name}`: {_rows(self._missed)} written with ids below the last "
                 f"{LOOK_BACK_ROWS:,} read (below id {floor}) {_were(self._missed)} not read",
             )
+        partition = self._options.partition
+        if self._share is not None and partition is not None and partition.index > 0:
+            return  # (worker 0 counts them in the whole table, as one process does)
+        where, params = self._filters(shared=False)
         null = await self._count_rows(db, ["id IS NULL", *where], params)
         if null > self._null:
             self._null = null

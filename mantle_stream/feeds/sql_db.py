@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "BUSY_SECONDS",
+    "FETCH_MOST",
     "FETCH_ROWS",
     "TABLE",
     "Batch",
@@ -30,8 +31,10 @@ __all__ = [
 
 #: The table Rasa's SQL tracker store and SQL event broker write.
 TABLE = "events"
-#: Rows taken from a cursor at a time, while the bytes are counted.
+#: Rows taken from a cursor at a time, while the bytes are counted: at first, and
+#: at most (:func:`_take`).
 FETCH_ROWS = 16
+FETCH_MOST = 128
 
 
 class Batch(NamedTuple):
@@ -51,16 +54,22 @@ class _Cursor(Protocol):
 
 def _take(cursor: _Cursor, max_bytes: int) -> Batch:
     """Rows from ``cursor``, a few at a time, until ``max_bytes`` of data are taken
-    (at least one row): a table of 300 KB events must not arrive 5,000 at once."""
+    (at least one row): a table of 300 KB events must not arrive 5,000 at once.
+    :data:`FETCH_ROWS` first, then as many as half the bytes left hold at the size
+    of the rows taken so far, :data:`FETCH_MOST` at most (a fetch of 16 rows costs
+    as much as taking 30: small rows are taken by the hundred)."""
     rows: list[tuple[Any, ...]] = []
     size = 0
+    step = FETCH_ROWS
     try:
         while size < max_bytes:
-            some = cursor.fetchmany(FETCH_ROWS)
+            some = cursor.fetchmany(step)
             if not some:
                 return Batch(rows, size, cut=False)
             rows += some
-            size += sum(_data_size(row[-1]) for row in some)
+            size += sum(map(_data_size, [row[-1] for row in some]))
+            fits = (max_bytes - size) * len(rows) // (2 * size) if size else FETCH_MOST
+            step = max(FETCH_ROWS, min(FETCH_MOST, fits))
         return Batch(rows, size, cut=True)
     finally:
         cursor.close()
@@ -79,6 +88,11 @@ class Database(Protocol):
     def columns(self) -> set[str]: ...
 
     def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> Batch: ...
+
+    def execute(self, query: str, rows: Iterable[Sequence[Any]] = ((),)) -> None:
+        """``query`` once for each of ``rows`` (its parameters): a statement that
+        returns no rows."""
+        ...
 
     def close(self) -> None: ...
 
@@ -133,6 +147,16 @@ class Sqlite:
     def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> Batch:
         return _take(self._conn.execute(query, tuple(params)), max_bytes)
 
+    def execute(self, query: str, rows: Iterable[Sequence[Any]] = ((),)) -> None:
+        some = list(rows)
+        if len(some) == 1:  # (executemany takes no CREATE)
+            self._conn.execute(query, tuple(some[0]))
+        else:
+            self._conn.executemany(query, some)
+        # (A temporary table written opens a transaction, whose reads would hold the
+        # database's shared lock until it ends: a writer could not commit.)
+        self._conn.commit()
+
     def close(self) -> None:
         self._conn.close()
 
@@ -183,6 +207,10 @@ class Postgres:
         # (psycopg's cursor holds the whole answer already: the LIMIT, sized by the
         # rows seen so far, is what bounds it.)
         return _take(self._conn.execute(query, tuple(params)), max_bytes)
+
+    def execute(self, query: str, rows: Iterable[Sequence[Any]] = ((),)) -> None:
+        with self._conn.cursor() as cursor:
+            cursor.executemany(query, rows)
 
     def close(self) -> None:
         self._conn.close()

@@ -31,8 +31,9 @@ class SqlOptions:
     since: float | None = None
     batch_size: int = 5000
     poll_interval: float = 0.5
-    #: One worker's share (``check --workers``): rows of other conversations are
-    #: read but not decoded.
+    #: One worker's share (``check --workers``): a replay reads only its
+    #: conversations' rows (:mod:`~mantle_stream.feeds.sql_share`); a table read
+    #: whole hands on only its conversations' rows, the others' read but not decoded.
     partition: Partition | None = None
     #: Told what the user should know about how the database is read (a WAL
     #: database on a read-only file system, read as immutable; a writer's lock

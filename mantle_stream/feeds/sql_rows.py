@@ -13,9 +13,9 @@ from typing import Any
 
 import msgspec
 
-from mantle_stream.core.events.decode import line_names
+from mantle_stream.core.events.decode import conversations_of, line_names
 
-__all__ = ["_conversation", "_line", "_raw"]
+__all__ = ["_conversation", "_line", "_raw", "plain_lines"]
 
 _CUT_KEEP = 200
 
@@ -65,3 +65,24 @@ def _line(raw: bytes, sender_id: Any, limit: int) -> bytes:
     if len(raw) > limit:
         raw = b"<line cut off: longer than %d bytes> %s" % (limit, raw[:_CUT_KEEP])
     return raw + b"\n"
+
+
+def plain_lines(datas: list[Any], limit: int) -> tuple[bytes, list[str]] | None:
+    """The ``data`` of a batch of rows as its lines (:func:`_line` of each), and the
+    conversation each names, when every row is text or bytes of one line that names
+    its conversation, within ``limit`` (a store Mantle wrote): found in one pass of
+    the decoder, not row by row. None when one is not: then each row is looked at."""
+    kinds = set(map(type, datas))
+    if kinds == {bytes}:
+        raws: list[bytes] = datas
+    elif kinds == {str}:
+        raws = [d.encode() for d in datas]
+    else:
+        return None
+    lines = b"\n".join([*raws, b""])  # (one newline after each)
+    if lines.count(b"\n") != len(raws) or b"\r" in lines or max(map(len, raws)) > limit:
+        return None
+    names = conversations_of(lines, len(raws))
+    if None in names:  # (a flat row given its sender_id, or a bad row)
+        return None
+    return lines, names  # type: ignore[return-value]
