@@ -64,6 +64,7 @@ from mantle_stream.feeds.sql_db import (
     Database,
     Postgres,
     Sqlite,
+    column_problem,
     database_errors,
     identity,
     locked,
@@ -83,7 +84,6 @@ __all__ = [
 
 #: The spec prefixes this module reads (after an optional ``follow:``).
 SQL_PREFIXES = ("sqlite://", "postgresql://", "postgres://")
-_NEEDED = ("id", "sender_id", "data")
 _INSTALL = 'pip install "mantle_stream[postgres]"'
 _T = TypeVar("_T")
 #: The data a batch of rows holds at most (about; at least one row): the feed then
@@ -244,29 +244,11 @@ class SqlFeed(QueuedFeed):
             if locked(exc):
                 raise  # waited for (_patiently)
             raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
-        self._check_columns(columns, shown, db)
-        return db
-
-    def _check_columns(self, columns: set[str], shown: str, db: Database) -> None:
-        problem = None
-        if not columns:
-            problem = (
-                f"there is no table `{TABLE}` (is it the database of a Rasa SQL "
-                "tracker store or SQL event broker?)"
-            )
-        elif missing := [c for c in _NEEDED if c not in columns]:
-            problem = (
-                f"table `{TABLE}` has no column {', '.join(f'`{c}`' for c in missing)}; "
-                f"expected Rasa's `{TABLE}(id, sender_id, data, ...)`"
-            )
-        elif self._options.since is not None and "timestamp" not in columns:
-            problem = (
-                f"--since needs a `timestamp` column, and table `{TABLE}` has none "
-                "(an event broker's table: only a tracker store's rows carry one)"
-            )
-        if problem is not None:
+        wrong = column_problem(columns, since=self._options.since is not None)
+        if wrong is not None:
             db.close()
-            raise FeedError(f"cannot read events from `{shown}`: {problem}")
+            raise FeedError(f"cannot read events from `{shown}`: {wrong}")
+        return db
 
     def _query(self, *, first: bool = False) -> tuple[str, list[Any]]:
         """The query of a batch: after the last id read, or (``first``) from the

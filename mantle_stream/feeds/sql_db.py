@@ -24,6 +24,7 @@ __all__ = [
     "Database",
     "Postgres",
     "Sqlite",
+    "column_problem",
     "database_errors",
     "identity",
     "locked",
@@ -31,6 +32,7 @@ __all__ = [
 
 #: The table Rasa's SQL tracker store and SQL event broker write.
 TABLE = "events"
+_NEEDED = ("id", "sender_id", "data")
 #: Rows taken from a cursor at a time, while the bytes are counted: at first, and
 #: at most (:func:`_take`).
 FETCH_ROWS = 16
@@ -223,3 +225,24 @@ def database_errors() -> tuple[type[Exception], ...]:
     except ImportError:
         return errors
     return (*errors, psycopg.Error)
+
+
+def column_problem(columns: set[str], *, since: bool) -> str | None:
+    """What is wrong with table :data:`TABLE`, given its ``columns`` (none: no such
+    table), for a source that reads it (``since``: from a time on); None: nothing."""
+    if not columns:
+        return (
+            f"there is no table `{TABLE}` (is it the database of a Rasa SQL "
+            "tracker store or SQL event broker?)"
+        )
+    if missing := [c for c in _NEEDED if c not in columns]:
+        return (
+            f"table `{TABLE}` has no column {', '.join(f'`{c}`' for c in missing)}; "
+            f"expected Rasa's `{TABLE}(id, sender_id, data, ...)`"
+        )
+    if since and "timestamp" not in columns:
+        return (
+            f"--since needs a `timestamp` column, and table `{TABLE}` has none "
+            "(an event broker's table: only a tracker store's rows carry one)"
+        )
+    return None
