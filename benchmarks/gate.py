@@ -13,7 +13,10 @@ difference of the two distributions' median and p99. The simulator waits
 ``--think`` seconds between a reply and its next message (an LLM user takes
 seconds; 0.02 s here is enough for the gate's tracker read to finish first);
 with ``--think 0`` the next message waits for that read too, and the row says
-so. Then ``--runs`` runs at once through the gate, ``--crowd-think`` seconds (3)
+so. The gate's CPU per turn (its process's user and system time from the
+warm-up's end to the last turn, over the turns: forwarding, tracker reads
+and judging) is a figure the machine's load moves less than the times.
+Then ``--runs`` runs at once through the gate, ``--crowd-think`` seconds (3)
 between turns (an LLM user's pace; Rasa plays at most 8 at once): every one
 must end with no error, stopped exactly where a run alone is.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -81,6 +85,12 @@ def _agent_for(runs: list[SimulatedRun], recorded: dict[str, list[dict[str, Any]
     )
 
 
+def _cpu(pid: int) -> float:
+    """A process's user and system time so far, in seconds (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _quantiles(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -95,10 +105,11 @@ async def _gate(upstream: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stderr is not None and process.stdout is not None
     address = (await process.stderr.receive()).decode().splitlines()[0].strip()
-    report: dict[str, Any] = {}
+    report: dict[str, Any] = {"pid": process.pid}
     try:
         yield address, report
     finally:
+        report["cpu"] = _cpu(process.pid) - report.get("cpu", 0.0)
         process.send_signal(signal.SIGINT)
         out = b""
         async for chunk in process.stdout:
@@ -117,6 +128,7 @@ async def _through(runs: list[SimulatedRun], recorded: Any, *, gate: bool, think
             async with httpx.AsyncClient(trust_env=False) as client:
                 for _ in range(20):  # the first requests import and warm what serves them
                     await client.get(f"{address}/status")
+            report["cpu"] = _cpu(report["pid"])
             await play(address, runs, concurrency=concurrency, think=think)
         return [t for r in runs for t in r.first_text], report
 
@@ -129,18 +141,18 @@ async def main(args: argparse.Namespace) -> None:
     for think in (args.think, 0.0):
         direct, _ = await _through(_runs(recorded, args.rounds), recorded, gate=False,
                                    think=think, concurrency=1)  # fmt: skip
-        through, _ = await _through(_runs(recorded, args.rounds), recorded, gate=True,
-                                    think=think, concurrency=1)  # fmt: skip
+        through, used = await _through(_runs(recorded, args.rounds), recorded, gate=True,
+                                       think=think, concurrency=1)  # fmt: skip
         d50, d99 = _quantiles(direct)
         g50, g99 = _quantiles(through)
-        rows.append((think, len(through), d50, d99, g50, g99))
+        rows.append((think, len(through), d50, d99, g50, g99, used["cpu"] / len(through)))
     print("\n| think (s) | turns | direct median / p99 (ms) | gate median / p99 (ms) "
-          "| added median / p99 (ms) |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|")
-    for think, n, d50, d99, g50, g99 in rows:
+          "| added median / p99 (ms) | gate CPU / turn (ms) |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|")
+    for think, n, d50, d99, g50, g99, cpu in rows:
         added = f"{(g50 - d50) * 1e3:+.2f} / {(g99 - d99) * 1e3:+.2f}"
         print(f"| {think:g} | {n:,} | {d50 * 1e3:.2f} / {d99 * 1e3:.2f} | {g50 * 1e3:.2f} / "
-              f"{g99 * 1e3:.2f} | {added} |")  # fmt: skip
+              f"{g99 * 1e3:.2f} | {added} | {cpu * 1e3:.2f} |")  # fmt: skip
     # Many at once: every run ends, none errors, each stopped as when it runs alone.
     alone = _runs(recorded, 1)
     await _through(alone, recorded, gate=True, think=0.0, concurrency=1)

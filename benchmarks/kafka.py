@@ -14,9 +14,10 @@ keyed by conversation id, then:
 * **throughput**: ``mantle-stream check --events kafka://...`` with one
   member, then two members of one group started together (each a fresh
   process), each run on a topic of its own holding the same events. Each
-  member's JSON report gives the seconds until it was given partitions
-  (**join**: tansu answers a join after about a second) and from then to the
-  last events it applied (**judging**); the steady-state rate is the events
+  member's JSON report gives the seconds until it was given partitions and
+  had read their state (**join**: tansu answers a join after about a second)
+  and from then to the last events it applied (**judging**); the
+  steady-state rate is the events
   over the longest judging time. Each member's CPU time (user + system, its
   librdkafka threads included) is from ``wait4``. The verdicts topic is
   checked to hold every verdict once;

@@ -23,6 +23,14 @@ so the speed-up is below the number of cores by what reading and decoding cost.
 A worker of the SQL store reads only its conversations' rows
 (``mantle_stream/feeds/sql_share.py``): the rows of each worker's share are
 printed, each row in one share.
+
+Then the parent's serial tail (issue 27): ``--workers 2`` on each source run
+in this process through the library (``mantle_stream.run``: a ``RunConfig``,
+the sinks composed, ``run_workers``), with --jsonl, --junit and --html, timed
+part by part: the workers' judging, merging their results, telling the sinks
+the decisions, building the report, encoding it, and the report's outputs
+(JUnit, HTML, each written from the report at its end). The best of ``--rounds``
+of each part; ``tail ÷ run``: what follows the workers' judging, of the whole.
 """
 
 from __future__ import annotations
@@ -39,9 +47,67 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import partition_of
+from mantle_stream.core.scenario.load import load_scenarios
+from mantle_stream.outputs.report import build_report
+from mantle_stream.run import OutputsConfig, RunConfig, SourcesConfig, compose_sinks
+from mantle_stream.run import workers as strategy
 
 from _common import feed, machine, scenario_assertions
+
+#: The parts of the parent's tail, in the order they happen.
+TAIL = ("judging", "merge", "decisions to sinks", "report built", "report JSON", "JUnit", "HTML")
+
+
+def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
+    """Seconds of each part of one ``check --workers 2`` run in this process."""
+    out.mkdir(exist_ok=True)
+    config = RunConfig(
+        command="check",
+        scenarios=(str(scenario),),
+        sources=SourcesConfig(events=(events,)),
+        outputs=OutputsConfig(
+            format="json",
+            jsonl=str(out / "v.jsonl"),
+            jsonl_overwrite=True,
+            junit=str(out / "j.xml"),
+            html=str(out / "r.html"),
+        ),
+    )
+    scenarios = load_scenarios([str(scenario)])
+    composed = compose_sinks(config, Evaluator(scenarios))
+    marks: dict[str, float] = {}
+    merge = strategy._merge
+
+    def timed_merge(*args: object, **kwargs: object) -> object:
+        marks["merging"] = time.perf_counter()
+        try:
+            return merge(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            marks["merged"] = time.perf_counter()
+
+    strategy._merge = timed_merge  # type: ignore[assignment]
+    try:
+        started = time.perf_counter()
+        merged = strategy.run_workers(config, "bench", 2, None, scenarios, {}, composed.sinks)
+        assert merged is not None
+        returned = time.perf_counter()
+        report = build_report(merged.judged, scenarios=scenarios, source=merged.notices)
+        built = time.perf_counter()
+        report.to_json()
+        encoded = time.perf_counter()
+        ended = []
+        for sink in composed.sinks.sinks:  # JSONL (nothing left to write), JUnit, HTML
+            sink.on_end(report)
+            ended.append(time.perf_counter())
+    finally:
+        strategy._merge = merge
+        composed.sinks.close()
+    return dict(zip(TAIL, (
+        marks["merging"] - started, marks["merged"] - marks["merging"], returned - marks["merged"],
+        built - returned, encoded - built, ended[1] - ended[0], ended[2] - ended[1],
+    ), strict=True))  # fmt: skip
 
 
 def store(path: Path, data: bytes) -> None:
@@ -144,6 +210,7 @@ def main() -> int:
     )
     print(f"machine: {machine()}")
     rows = []
+    tails: list[tuple[str, dict[str, float]]] = []
     same = True
     with tempfile.TemporaryDirectory(prefix="mantle-workers-") as tmp:
         folder = Path(tmp)
@@ -184,6 +251,8 @@ def main() -> int:
             same = same and not differ
             rows.append((label, times, ", ".join(differ) or "same"))
             loads[label] = (*loads[label], cpu)
+            parts = [tail(scen, events, folder / "tail") for _ in range(args.rounds)]
+            tails.append((label, {k: min(p[k] for p in parts) for k in TAIL}))
         if "SQLite event broker" in sources:
             share = shares(folder / "store.db", 2)
             print(f"rows of each of 2 workers' shares of the store: {share} (of {total:,})")
@@ -209,6 +278,21 @@ def main() -> int:
         )
         print(f"{label}: load average {', '.join(f'{x:.2f}' for x in load)} before; "
               f"CPU of the last timed run (parent first): {shown}")  # fmt: skip
+    print()
+    print("the parent's tail under --workers 2 with --jsonl, --junit and --html, best s:")
+    width = {k: max(len(k), 6) for k in TAIL}
+    print(
+        "| source              | "
+        + " | ".join(f"{k:>{width[k]}}" for k in TAIL)
+        + " | tail ÷ run |"
+    )
+    print(
+        "|---------------------|" + "|".join("-" * (width[k] + 2) for k in TAIL) + "|------------|"
+    )
+    for label, best in tails:
+        run = sum(best.values())
+        cells = " | ".join(f"{best[k]:>{width[k]}.3f}" for k in TAIL)
+        print(f"| {label:<19} | {cells} | {(run - best['judging']) / run:>9.0%}  |")
     print()
     print("workers: OK: the outputs are the same" if same else "workers: OUTPUTS DIFFER")
     return 0 if same else 1

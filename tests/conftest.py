@@ -17,17 +17,33 @@ command that installs what they need: a pass that left them out is not silent.
 Those tests, and the tests that start a server (tansu, PostgreSQL) or a
 benchmark script, are marked ``integration``: ``-m "not integration"`` is the
 quick inner loop (docs/getting-started.md, "Development").
+
+Compiled bytecode is cached for the run under ``.pytest_cache/pycache`` even where
+``PYTHONDONTWRITEBYTECODE`` is set (as on this project's CI machine): otherwise each
+of the few hundred ``mantle-stream`` subprocesses the tests start compiles the whole
+package again, and each xdist worker rewrites every test module's asserts again. The
+source tree stays clean (no ``__pycache__`` beside the sources).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 settings.register_profile("thorough", max_examples=1000)
+
+#: Where the run's bytecode is cached (see the module's docstring): set before any test
+#: module is imported, and inherited by the xdist workers and the CLI subprocesses.
+PYCACHE = Path(__file__).resolve().parent.parent / ".pytest_cache" / "pycache"
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(PYCACHE))
+sys.dont_write_bytecode = False
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
 #: What a ``real_component`` test needs, and how to install it (Debian's packages,
 #: as ``.ci/run`` does).

@@ -27,7 +27,7 @@ TABLES = {
     "sql_store.py": ["conversations", "peak RSS MiB"],
     "workers.py": ["source", "speed-up"],
     "kafka.py": ["members", "produce → verdict record"],
-    "gate.py": ["think (s)", "added median / p99 (ms)"],
+    "gate.py": ["think (s)", "added median / p99 (ms)", "gate CPU / turn (ms)"],
 }
 
 # Scripts deliberately not run here, with the reason.

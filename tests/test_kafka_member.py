@@ -155,6 +155,35 @@ def _wait_for(check: Any, timeout: float, what: str) -> None:
         time.sleep(0.25)
 
 
+def _every_verdict_then_stopped(
+    broker: KafkaBroker,
+    topic: str,
+    member: subprocess.Popen[str],
+    rows: list[dict[str, Any]],
+    tmp_path: Path,
+    ends_within: float = 60,
+) -> str:
+    """Once a running `watch` ``member`` has published every verdict an event of ``rows``
+    decides (equal to the offline ones; duplicates agree), SIGTERM: it ends within
+    ``ends_within`` seconds, with a stopped status and no traceback. Its stderr."""
+    offline = {k: v for k, v in _offline(tmp_path, rows).items() if v["decided_at"]}
+
+    def complete() -> bool:
+        assert member.poll() is None, member.communicate()[1]
+        return set(_by_key(_published(broker, f"{topic}.verdicts"))) >= set(offline)
+
+    _wait_for(complete, 90, "every verdict decided by an event")
+    member.send_signal(signal.SIGTERM)
+    told = time.monotonic()
+    out, err = member.communicate(timeout=120)
+    assert time.monotonic() - told < ends_within, err
+    assert member.returncode == _stopped_status(out), err
+    assert "Traceback" not in err, err
+    published = _by_key(_published(broker, f"{topic}.verdicts"))
+    assert {k: v for k, v in published.items() if k in offline} == offline
+    return err
+
+
 def test_one_member_publishes_the_offline_verdicts(
     kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:
@@ -308,22 +337,11 @@ def test_a_broker_outage_longer_than_the_session_is_ridden_out(outage: str, tmp_
         else:
             broker.process.send_signal(signal.SIGCONT)
         _produce(broker, topic, rows[half:])
-        offline = {k: v for k, v in _offline(tmp_path, rows).items() if v["decided_at"]}
-
-        def complete() -> bool:
-            assert member.poll() is None, member.communicate()[1]
-            return set(_by_key(_published(broker, f"{topic}.verdicts"))) >= set(offline)
-
-        _wait_for(complete, 90, "every verdict decided by an event, after the outage")
-        member.send_signal(signal.SIGTERM)
-        out, err = member.communicate(timeout=60)
-        assert member.returncode == _stopped_status(out), err
-        assert "Traceback" not in err and _raw_librdkafka(err) == []
+        err = _every_verdict_then_stopped(broker, topic, member, rows, tmp_path)
+        assert _raw_librdkafka(err) == []
         if outage == "port-down":
             assert f"warning: every Kafka broker at {relayed.bootstrap} is down" in err
         assert "lost (the session timed out): rejoining group" in err
-        published = _by_key(_published(broker, f"{topic}.verdicts"))  # duplicates agree
-        assert {k: v for k, v in published.items() if k in offline} == offline
     finally:
         broker.process.send_signal(signal.SIGCONT)
         relay.down()

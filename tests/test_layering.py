@@ -28,6 +28,18 @@ LAYERS: dict[str, set[str]] = {
         "mantle_stream.feeds",
         "mantle_stream.outputs.state",
     },
+    # Execution strategies from a typed run configuration: one process, --workers,
+    # the Kafka member and the gate started, the sinks composed (for the command line,
+    # the pytest plugin and library users).
+    "mantle_stream.run": {
+        "mantle_stream.core",
+        "mantle_stream.feeds",
+        "mantle_stream.outputs",
+        "mantle_stream.runner",
+        "mantle_stream.kafka",
+        "mantle_stream.gate",
+        "mantle_stream.run",
+    },
     "mantle_stream.cli": {
         "mantle_stream.core",
         "mantle_stream.feeds",
@@ -35,6 +47,7 @@ LAYERS: dict[str, set[str]] = {
         "mantle_stream.runner",
         "mantle_stream.kafka",
         "mantle_stream.gate",
+        "mantle_stream.run",
         "mantle_stream.cli",
     },
     # A consumer group member over Kafka: judges like the runner, publishes like

@@ -292,6 +292,19 @@ def test_an_ordered_source_still_skips_duplicates_and_refuses_wild_sequences() -
     assert (stats.duplicates, stats.gaps_passed) == (1, 0)
 
 
+def test_a_source_found_ordered_while_read_reaches_the_scenarios_judged_apart() -> None:
+    # A Kafka partition (or a SQL table) tells its order as it is read: a conversation
+    # already judged apart under its candidate scenarios follows the word too.
+    candidates = [scenario({"skill_activated": {"skill_id": "k"}}, name=n) for n in "ab"]
+    evaluator = ms.Evaluator(candidates)
+    evaluator.consider("c", ["a", "b"])
+    evaluator.push_line(row(0, session_started={}))
+    evaluator.push_line(row(1, user={"text": "hi"}))  # its candidates are judged apart
+    evaluator.ordered = True
+    evaluator.push_line(row(3, skill_activated={"skill_id": "k"}))
+    assert [v.verdict for v in evaluator.candidate_verdicts("c")] == ["passed", "passed"]
+
+
 async def test_one_connection_passes_a_gap_at_once_not_after_the_gap_timeout() -> None:
     evaluator, runner, decided = timed_run(gap_timeout=5)
 

@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TextIO
 
-from mantle_stream.cli.sources import on_signals
 from mantle_stream.kafka.options import kafka_settings, parse_kafka_spec
 from mantle_stream.kafka.rekey import RekeyStats, rekey
+from mantle_stream.run.sources import on_signals
 
 __all__ = ["run_rekey", "summary"]
 

@@ -25,7 +25,7 @@ DEFAULT_GAP_TIMEOUT = 5.0
 #: Seconds one `text_matches` search may take on one message.
 DEFAULT_REGEX_TIMEOUT = 0.05
 
-#: --linger not given: each live source's own default (see cli.commands._linger).
+#: --linger not given: each live source's own default (see run.one.linger).
 LINGER_UNSET = -1.0
 
 #: The size of the chunks handed to the engine: large enough to amortize decoding,

@@ -1,9 +1,10 @@
 """The gate's HTTP side: a reverse proxy in front of one agent, as an ASGI application.
 
-An edge module (anyio, httpx). :class:`GateProxy` is served by uvicorn
+An edge module (anyio). :class:`GateProxy` is served by uvicorn
 (:mod:`mantle_stream.gate.serve`); every request goes to the one configured
-upstream — the request target only ever supplies the path and query, so the
-gate is not an open proxy — with its method, path, query string, headers and
+upstream (through :class:`~mantle_stream.gate.upstream.Upstream`) — the request
+target only ever supplies the path and query, so the gate is not an open
+proxy — with its method, path, query string, headers and
 body unchanged but for ``Host`` (and the hop-by-hop headers a proxy must not
 pass on), and the reply comes back unchanged, its body streamed as it
 arrives (an agent's NDJSON lines reach the simulator as it writes them).
@@ -28,10 +29,11 @@ a one-line reason, which Rasa's simulator retries as it would without the gate.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import anyio
@@ -39,9 +41,9 @@ import msgspec
 
 from mantle_stream.core.urls import redact
 from mantle_stream.gate.runs import GateJudge
-
-if TYPE_CHECKING:
-    import httpx
+from mantle_stream.gate.upstream import Upstream, UpstreamError
+from mantle_stream.gate.upstream import reason as _reason
+from mantle_stream.gate.wire import HOLD_HEAD
 
 __all__ = ["GateOptions", "GateProxy"]
 
@@ -95,16 +97,13 @@ class GateProxy:
         self,
         options: GateOptions,
         judge: GateJudge,
-        client: httpx.AsyncClient,
+        upstream: Upstream,
         spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
     ) -> None:
-        import httpx
-
         self.options = options
         self.judge = judge
-        self.client = client
+        self.upstream = upstream
         self.spawn = spawn  # starts a background task in the gate's task group
-        self.base = httpx.URL(options.upstream.rstrip("/"))
         self._ready: dict[str, anyio.Event] = {}  # runs whose last exchange is being judged
         self.tracker_reads = 0  # by the simulator, each the end of a run
         self.last_end = 0.0  # loop time of the last run's end
@@ -241,67 +240,61 @@ class GateProxy:
         self.spawn(judge)
 
     async def _read_tracker(self, cid: str, *, final: bool) -> None:
-        import httpx
-
         run = self.judge.run(cid)
         # The id as one path segment, whatever it holds.
         segment = quote(cid, safe="").replace(".", "%2E").encode()
-        url = self.base.copy_with(
-            raw_path=self.base.raw_path.rstrip(b"/") + b"/conversations/" + segment + b"/tracker"
-        )
         try:
             with anyio.fail_after(self.options.tracker_timeout):
-                response = await self.client.get(url)
-        except (httpx.HTTPError, TimeoutError) as exc:
+                status, body = await self.upstream.get(b"/conversations/" + segment + b"/tracker")
+        except (UpstreamError, TimeoutError) as exc:
             self.judge.problem(run, f"its tracker could not be read: {_reason(exc)}")
             if final:
                 self.judge.tracker(cid, b'{"sender_id": "", "events": []}', final=True)
             return
-        if response.status_code != 200:
-            self.judge.problem(run, f"its tracker could not be read: HTTP {response.status_code}")
+        if status != 200:
+            self.judge.problem(run, f"its tracker could not be read: HTTP {status}")
             return
-        self.judge.tracker(cid, response.content, final=final)
+        self.judge.tracker(cid, body, final=final)
 
     # ------------------------------------------------------------------ forwarding
 
     async def _forward(self, scope: Scope, body: bytes, send: Send) -> bool:
         """Send the request upstream and stream the reply back; True when the whole
         reply was passed on."""
-        import httpx
-
-        url = self.base.copy_with(
-            raw_path=self.base.raw_path.rstrip(b"/")
-            + _target_path(scope)
-            + (b"?" + scope["query_string"] if scope.get("query_string") else b"")
-        )
-        headers = _forwarded(scope["headers"], self.base.netloc)
-        request = httpx.Request(scope["method"], url, headers=headers, content=body)
-        try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            await _answer(
-                send,
-                502,
-                f"mantle-stream gate: the agent at {redact(self.options.upstream)} did not answer: "
-                f"{_reason(exc)}\n",
-            )
-            return False
-        try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": [
-                        (k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP
-                    ],
-                }
-            )
-            async for chunk in response.aiter_raw():
+        query: bytes = scope.get("query_string") or b""
+        target = _target_path(scope) + (b"?" + query if query else b"")
+        headers = _forwarded(scope["headers"], self.upstream.netloc)
+        async with contextlib.AsyncExitStack() as exchange:
+            try:
+                reply = await exchange.enter_async_context(
+                    self.upstream.request(scope["method"].encode(), target, headers, body)
+                )
+            except UpstreamError as exc:
+                await _answer(
+                    send,
+                    502,
+                    f"mantle-stream gate: the agent at {redact(self.options.upstream)} "
+                    f"did not answer: {_reason(exc)}\n",
+                )
+                return False
+            # A reply with a body to come: its head may go with the body's first bytes.
+            hold = HOLD_HEAD.set(scope["method"] != "HEAD" and reply.status not in (204, 304))
+            try:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": reply.status,
+                        "headers": [
+                            (k, v) for k, v in reply.headers if k.lower() not in HOP_BY_HOP
+                        ],
+                    }
+                )
+            finally:
+                HOLD_HEAD.reset(hold)
+            async for chunk in reply.chunks():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            await response.aclose()
-        return 200 <= response.status_code < 300
+        return 200 <= reply.status < 300
 
 
 def _target_path(scope: Scope) -> bytes:
@@ -349,9 +342,3 @@ async def _answer(send: Send, status: int, body: str | bytes, kind: str = "text/
         }
     )
     await send({"type": "http.response.body", "body": data, "more_body": False})
-
-
-def _reason(exc: BaseException) -> str:
-    """One line saying why a request failed."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

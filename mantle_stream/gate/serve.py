@@ -1,6 +1,6 @@
 """Running a gate: the proxy served by uvicorn, the judge's timers, the end.
 
-An edge module (anyio, uvicorn, httpx: the ``mantle_stream[gate]`` extra,
+An edge module (anyio, uvicorn, h11: the ``mantle_stream[gate]`` extra,
 imported only when a gate runs). :class:`Gate` binds the listening socket
 first (so its address, a free port for port 0, is known and printed before
 the first request), serves :class:`~mantle_stream.gate.proxy.GateProxy` on it
@@ -27,6 +27,8 @@ from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds import open_feed
 from mantle_stream.gate.proxy import GateOptions, GateProxy
 from mantle_stream.gate.runs import GateJudge
+from mantle_stream.gate.upstream import Upstream
+from mantle_stream.gate.wire import gate_protocol
 from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["INSTALL_HINT", "Gate", "listening_socket", "parse_listen", "quiet_server"]
@@ -94,7 +96,7 @@ class Gate:
         """``events``: judge from these sources (``open_feed`` specs) instead of the
         agent's tracker endpoint; the judge must not read the tracker then."""
         try:
-            import httpx  # noqa: F401
+            import h11  # noqa: F401
             import uvicorn  # noqa: F401
         except ImportError as exc:
             raise UsageError(
@@ -164,30 +166,23 @@ class Gate:
             self.ended = anyio.current_time()
 
     async def _serve(self) -> None:
-        import httpx
         import uvicorn
 
-        timeout = httpx.Timeout(self.options.upstream_timeout, connect=10.0)
         # Idle connections to the agent are let go of well before an agent server's own
         # keep-alive timeout (5 s for Sanic, Rasa's, and uvicorn): a request sent on a
         # connection the agent is closing at that moment would fail.
-        limits = httpx.Limits(
-            max_connections=None, max_keepalive_connections=200, keepalive_expiry=2.0
+        upstream = Upstream(
+            self.options.upstream, read_timeout=self.options.upstream_timeout, keepalive=2.0
         )
-        transport = httpx.AsyncHTTPTransport(
-            limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-        )
-        async with (
-            httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client,
-            anyio.create_task_group() as tasks,
-        ):
+        async with contextlib.aclosing(upstream), anyio.create_task_group() as tasks:
 
             def spawn(job: Callable[[], Coroutine[Any, Any, None]]) -> None:
                 tasks.start_soon(job)
 
-            proxy = self.proxy = GateProxy(self.options, self.judge, client, spawn)
+            proxy = self.proxy = GateProxy(self.options, self.judge, upstream, spawn)
             config = uvicorn.Config(
                 proxy,
+                http=gate_protocol(),
                 lifespan="off",
                 # A request the gate could not serve is answered (502) or cut off, and
                 # counted in the report: no server traceback on the user's terminal.

@@ -7,9 +7,10 @@ cannot share the topic among members. :func:`rekey` reads such a topic as
 consumer group ``group`` (from the earliest offset the first time, then from
 the group's committed offsets) and produces every message to the target
 topic (``TOPIC.by_conversation`` by default) keyed by the conversation id
-its value names, the value, headers and timestamp unchanged: a
-conversation then lives in one partition of the target, in the order of its
-events.
+its value names, the value, headers and timestamp unchanged, and one header
+added (``mantle-stream-rekeyed: 1``: the copy keeps the source's disorder, so a
+member waits for its gaps, :mod:`mantle_stream.kafka.keys`): a conversation
+then lives in one partition of the target, in the order its events were read.
 
 Guarantees:
 
@@ -63,6 +64,7 @@ import msgspec
 from mantle_stream.core.errors import CONTROL_ESCAPES, FeedError, UsageError
 from mantle_stream.core.events.decode import LineNames, line_names
 from mantle_stream.kafka.clients import CONNECT_TIMEOUT, ClientErrors, connect, settings
+from mantle_stream.kafka.keys import marked
 from mantle_stream.kafka.options import KafkaSpec, kafka_client
 
 if TYPE_CHECKING:
@@ -464,7 +466,7 @@ class _Copier:
         kind, timestamp = msg.timestamp()
         key = cid.encode() if cid is not None else None
         stamp = timestamp if kind != self.ck.TIMESTAMP_NOT_AVAILABLE else 0
-        headers = msg.headers()
+        headers = marked(msg.headers())  # (its gaps are waited for: kafka/keys.py)
         while True:
             try:
                 self._producer.produce(

@@ -17,13 +17,14 @@ the next ones up to :data:`MAX_ROWS` a row each, and the rest are counted
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Iterable
 
-from mantle_stream.core.errors import CONTROL_ESCAPES
 from mantle_stream.core.verdicts import Decision, StopMessage, ToolCallScores, VerdictRecord
 from mantle_stream.outputs.atomic import write_atomically
+from mantle_stream.outputs.html_text import escaped, reason_html, where_text
+from mantle_stream.outputs.html_timeline import MARKS, legend, stopped_at, timeline
+from mantle_stream.outputs.notes import counted, gates_failed
 from mantle_stream.outputs.report import (
     ExpectedToolsSummary,
     Report,
@@ -34,26 +35,14 @@ from mantle_stream.outputs.report import (
     why_it_differs,
 )
 
-__all__ = ["MAX_ROWS", "MAX_TIMELINES", "HtmlWriter", "render_html", "stopped_at"]
+__all__ = ["CSP", "MAX_ROWS", "MAX_TIMELINES", "HtmlWriter", "render_html", "stopped_at"]
 
 #: Conversations drawn with a timeline (failures first); the next ones get a row each.
 MAX_TIMELINES = 100
 #: Conversations listed at all (a timeline or a row); the rest are only counted.
 MAX_ROWS = 1000
-#: The longest reason shown in full; longer ones are cut (the JSON report has them whole).
-MAX_REASON = 2000
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-
-#: verdict → (colour, letter, shape): colour is never the only carrier.
-MARKS: dict[str, tuple[str, str, str]] = {
-    "passed": ("#1a7f37", "P", "circle"),
-    "failed": ("#cf222e", "F", "square"),
-    "errored": ("#bc4c00", "E", "triangle"),
-    "skipped": ("#6e7781", "S", "diamond"),
-    "pending": ("#8250df", "?", "ring"),
-}
-STOP_COLOUR = "#a40e26"
 
 #: Conversations in the order a reader wants them: failures first.
 ORDER = {"failed": 0, "errored": 1, "pending": 2, "skipped": 3, "passed": 4}
@@ -110,225 +99,10 @@ a { color: #0969da; }
 """
 
 
-def _text(value: object) -> str:
-    """Report data as HTML text or attribute value: control characters shown, all escaped."""
-    return html.escape(str(value).translate(CONTROL_ESCAPES), quote=True)
-
-
-def _reason(reason: str) -> str:
-    if len(reason) > MAX_REASON:
-        reason = reason[:MAX_REASON] + f"… ({len(reason) - MAX_REASON} more characters)"
-    return _text(reason)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _where(file: str | None, line: int | None) -> str:
-    if file is None:
-        return "" if line is None else f"line {line}"
-    return file if line is None else f"{file}:{line}"
-
-
-def stopped_at(conv: ReportConversation) -> int | None:
-    """Where a conversation stopped early was stopped (``None``: it was not).
-
-    The stop came at the earliest ``decided_at`` among its decided assertions
-    that failed, or else at the last one decided (``None`` as well when no
-    decision names an event: then the stop is drawn at the end of the axis).
-    """
-    if not conv.stopped_early:
-        return None
-    decided = [a for a in conv.assertions if a.verdict in ("passed", "failed", "errored")]
-    failed = [a.decided_at for a in decided if a.verdict == "failed" and a.decided_at is not None]
-    if failed:
-        return min(failed)
-    at = [a.decided_at for a in decided if a.decided_at is not None]
-    return max(at) if at else None
-
-
-def _axis_end(conv: ReportConversation) -> int:
-    decided = [a.decided_at for a in conv.assertions if a.decided_at is not None]
-    return max([conv.events, 1, *decided, *conv.turn_starts])
-
-
-def _shape(verdict: str, x: float, y: float, r: float = 7.0) -> str:
-    colour, letter, shape = MARKS.get(verdict, MARKS["pending"])
-    if shape == "circle":
-        body = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{colour}"/>'
-    elif shape == "square":
-        body = (
-            f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r:.1f}" height="{2 * r:.1f}" '
-            f'fill="{colour}"/>'
-        )
-    elif shape == "triangle":
-        body = (
-            f'<polygon points="{x:.1f},{y - r - 1:.1f} {x + r + 1:.1f},{y + r:.1f} '
-            f'{x - r - 1:.1f},{y + r:.1f}" fill="{colour}"/>'
-        )
-    elif shape == "diamond":
-        body = (
-            f'<polygon points="{x:.1f},{y - r - 1:.1f} {x + r + 1:.1f},{y:.1f} '
-            f'{x:.1f},{y + r + 1:.1f} {x - r - 1:.1f},{y:.1f}" fill="#ffffff" '
-            f'stroke="{colour}" stroke-width="2"/>'
-        )
-    else:  # ring
-        body = (
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r - 1:.1f}" fill="#ffffff" '
-            f'stroke="{colour}" stroke-width="2"/>'
-        )
-    fill = colour if shape in ("diamond", "ring") else "#ffffff"
-    return (
-        body + f'<text x="{x:.1f}" y="{y + 3.5:.1f}" font-size="10" font-weight="700" '
-        f'text-anchor="middle" fill="{fill}">{letter}</text>'
-    )
-
-
-def _stop_shape(x: float, y: float, r: float = 7.0) -> str:
-    """An octagon with a white bar: the stop sign."""
-    k = r * 0.414
-    points = " ".join(
-        f"{x + dx:.1f},{y + dy:.1f}"
-        for dx, dy in (
-            (-k, -r),
-            (k, -r),
-            (r, -k),
-            (r, k),
-            (k, r),
-            (-k, r),
-            (-r, k),
-            (-r, -k),
-        )
-    )
-    return (
-        f'<polygon points="{points}" fill="{STOP_COLOUR}"/>'
-        f'<rect x="{x - r * 0.6:.1f}" y="{y - 1.5:.1f}" width="{r * 1.2:.1f}" height="3" '
-        'fill="#ffffff"/>'
-    )
-
-
-def legend() -> str:
-    """What each mark means, drawn with the marks themselves."""
-    items = []
-    for verdict in MARKS:
-        items.append(
-            f'<span><svg width="18" height="18" viewBox="0 0 18 18" aria-hidden="true">'
-            f"{_shape(verdict, 9, 9)}</svg>{verdict}</span>"
-        )
-    items.append(
-        '<span><svg width="18" height="18" viewBox="0 0 18 18" aria-hidden="true">'
-        f"{_stop_shape(9, 9)}</svg>stopped early here (dashed line)</span>"
-    )
-    items.append(
-        '<span><svg width="18" height="18" viewBox="0 0 18 18" aria-hidden="true">'
-        '<line x1="9" y1="1" x2="9" y2="17" stroke="#8c959f" stroke-width="1.5"/></svg>'
-        "a turn begins (its user message)</span>"
-    )
-    return (
-        '<div class="legend" id="legend"><strong>Legend:</strong>' + "".join(items) + "</div>"
-        '<p class="meta">Each lane is one assertion; its mark sits at the <code>sequence</code> '
-        "of the event that decided it, or at the end of the axis when the end of the "
-        "conversation decided it (or nothing did). Hover a mark for its reason.</p>"
-    )
-
-
-LABEL_WIDTH = 230
-WIDTH = 960
-LANE = 20
-TOP = 26
-BOTTOM = 22
-
-
-def timeline(conv: ReportConversation) -> str:
-    """One conversation's verdicts on its ``sequence`` axis, as inline SVG."""
-    end = _axis_end(conv)
-    x0, x1 = LABEL_WIDTH + 10, WIDTH - 16
-    lanes = len(conv.assertions)
-    height = TOP + max(lanes, 1) * LANE + BOTTOM
-
-    def x(seq: int) -> float:
-        return x0 + (x1 - x0) * seq / end
-
-    out = [
-        f'<svg class="timeline" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" '
-        f'height="{height}" role="img" aria-label="verdict timeline">'
-    ]
-    bottom = TOP + lanes * LANE
-    for i in range(lanes):  # alternate lane shading
-        if i % 2 == 0:
-            out.append(
-                f'<rect x="{x0 - 8}" y="{TOP + i * LANE}" width="{x1 - x0 + 16}" '
-                f'height="{LANE}" fill="#f6f8fa"/>'
-            )
-    # The sequence axis.
-    out.append(
-        f'<line x1="{x0}" y1="{bottom + 2}" x2="{x1}" y2="{bottom + 2}" stroke="#59636e"/>'
-        f'<text x="{x0}" y="{bottom + 16}" font-size="10" fill="#59636e">0</text>'
-        f'<text x="{x1}" y="{bottom + 16}" font-size="10" text-anchor="end" '
-        f'fill="#59636e">sequence {end}</text>'
-    )
-    # Turn boundaries: a line at each turn's user message; labels only where they fit.
-    last_label = -1e9
-    for n, seq in enumerate(conv.turn_starts, 1):
-        tx = x(seq)
-        out.append(
-            f"<g><title>turn {n} begins at sequence {seq}</title>"
-            f'<line x1="{tx:.1f}" y1="{TOP - 6}" x2="{tx:.1f}" y2="{bottom + 2}" '
-            'stroke="#8c959f" stroke-width="1"/></g>'
-        )
-        if tx - last_label >= 22:
-            out.append(
-                f'<text x="{tx + 2:.1f}" y="{TOP - 9}" font-size="10" fill="#59636e">t{n}</text>'
-            )
-            last_label = tx
-    # One lane per assertion.
-    for i, a in enumerate(conv.assertions):
-        y = TOP + i * LANE + LANE / 2
-        label = f"#{a.index} {a.kind}"
-        if len(label) > 30:
-            label = label[:29] + "…"
-        out.append(
-            f'<text x="{LABEL_WIDTH}" y="{y + 4:.1f}" font-size="11" text-anchor="end" '
-            f'fill="#1f2328">{_text(label)}</text>'
-        )
-        at = "the end of the conversation" if a.decided_at is None else f"sequence {a.decided_at}"
-        where = _where(a.file, a.line)
-        tip = f"#{a.index} {a.kind}: {a.verdict} at {at}"
-        if where:
-            tip += f" ({where})"
-        if a.reason:
-            tip += f"\n{a.reason}"
-        mx = x(end if a.decided_at is None else a.decided_at)
-        out.append(
-            f'<g class="mark {a.verdict}"><title>{_reason(tip)}</title>'
-            f"{_shape(a.verdict, mx, y)}</g>"
-        )
-    # Where it was stopped early.
-    if conv.stopped_early:
-        stop = stopped_at(conv)
-        sx = x(end if stop is None else stop)
-        at = "the end" if stop is None else f"sequence {stop}"
-        out.append(
-            f'<g class="stop"><title>stopped early at {at}'
-            + (
-                ": what it had not decided then is skipped"
-                if any(a.verdict == "skipped" for a in conv.assertions)
-                else ""
-            )
-            + "</title>"
-            f'<line x1="{sx:.1f}" y1="{TOP - 4}" x2="{sx:.1f}" y2="{bottom + 2}" '
-            f'stroke="{STOP_COLOUR}" stroke-width="2" stroke-dasharray="4 3"/>'
-            f"{_stop_shape(sx, TOP - 12)}</g>"
-        )
-    out.append("</svg>")
-    return "".join(out)
-
-
 def _badge(verdict: str) -> str:
     cls = verdict.replace(" ", "-")
     letter = {"flaky": "~", "not judged": "-"}.get(verdict) or MARKS.get(verdict, ("", "?", ""))[1]
-    return f'<span class="badge {cls}">{letter} {_text(verdict)}</span>'
+    return f'<span class="badge {cls}">{letter} {escaped(verdict)}</span>'
 
 
 def _rate(value: float | None) -> str:
@@ -342,7 +116,7 @@ def _yes(value: bool | None) -> str:
 def _scenario_row(s: ScenarioResult, number: int) -> str:
     """A scenario's runs and rates: one row of the scenarios table."""
     return (
-        f'<tr><td><a href="#scenario-{number}">{_text(s.scenario)}</a></td>'
+        f'<tr><td><a href="#scenario-{number}">{escaped(s.scenario)}</a></td>'
         f'<td class="num">{s.runs}</td><td class="num">{s.passed}</td>'
         f'<td class="num">{s.failed}</td><td class="num">{s.errored}</td>'
         f'<td class="num">{s.stopped_early}</td><td class="num">{_rate(s.pass_rate)}</td>'
@@ -362,18 +136,18 @@ def _scenario(s: ScenarioResult, number: int) -> str:
     rows = []
     for a in s.assertions:
         rows.append(
-            f'<tr><td class="num">{a.index}</td><td><code>{_text(a.kind)}</code></td>'
+            f'<tr><td class="num">{a.index}</td><td><code>{escaped(a.kind)}</code></td>'
             f"<td>{_badge(a.verdict)}</td>"
             f'<td class="num">{a.judged - a.failed}</td>'
             f'<td class="num">{a.failed} of {a.judged}</td>'
             f'<td class="num">{a.errored}</td><td class="num">{a.skipped}</td>'
-            f"<td><code>{_text(_where(a.file, a.line))}</code></td></tr>"
+            f"<td><code>{escaped(where_text(a.file, a.line))}</code></td></tr>"
         )
-    where = f' <span class="meta">{_text(s.file)}</span>' if s.file else ""
+    where = f' <span class="meta">{escaped(s.file)}</span>' if s.file else ""
     return (
         f'<details class="scenario" id="scenario-{number}"><summary><strong>'
-        f"{_text(s.scenario)}</strong>{where}: {_count(len(s.assertions), 'assertion')} "
-        f"across {_count(s.runs, 'run')}</summary>"
+        f"{escaped(s.scenario)}</strong>{where}: {counted(len(s.assertions), 'assertion')} "
+        f"across {counted(s.runs, 'run')}</summary>"
         '<table class="assertions"><tr><th>#</th><th>assertion</th><th>across runs</th>'
         "<th>passed</th><th>failed</th><th>errored</th><th>not judged</th><th>where</th></tr>"
         + "".join(rows)
@@ -386,9 +160,20 @@ def _counts(assertions: Iterable[VerdictRecord]) -> str:
     return ", ".join(f"{counts[v]} {v}" for v in MARKS if counts[v])
 
 
+def _problem(a: VerdictRecord) -> str:
+    """A failed or errored assertion of a conversation: where it was decided, and why."""
+    where = where_text(a.file, a.line)
+    return (
+        f"<li>{_badge(a.verdict)} <code>#{a.index} {escaped(a.kind)}</code> "
+        f"{'at the end' if a.decided_at is None else f'at sequence {a.decided_at}'}"
+        f"{' (' + escaped(where) + ')' if where else ''}: "
+        f'<span class="reason">{reason_html(a.reason)}</span></li>'
+    )
+
+
 def _conversation(conv: ReportConversation) -> str:
-    meta = [_text(conv.scenario or "no scenario"), _count(conv.events, "event")]
-    meta.append(_count(len(conv.turn_starts), "turn"))
+    meta = [escaped(conv.scenario or "no scenario"), counted(conv.events, "event")]
+    meta.append(counted(len(conv.turn_starts), "turn"))
     if conv.duration is not None:
         meta.append(f"{conv.duration:.1f} s")
     meta.append(_counts(conv.assertions))
@@ -396,23 +181,17 @@ def _conversation(conv: ReportConversation) -> str:
     if conv.stopped_early:
         meta.append("stopped early" + ("" if stop is None else f" at sequence {stop}"))
     problems = [a for a in conv.assertions if a.verdict in ("failed", "errored")]
-    listed = "".join(
-        f"<li>{_badge(a.verdict)} <code>#{a.index} {_text(a.kind)}</code> "
-        f"{'at the end' if a.decided_at is None else f'at sequence {a.decided_at}'}"
-        f"{' (' + _text(_where(a.file, a.line)) + ')' if _where(a.file, a.line) else ''}: "
-        f'<span class="reason">{_reason(a.reason)}</span></li>'
-        for a in problems
-    )
+    listed = "".join(_problem(a) for a in problems)
     if conv.recorded is not None and conv.recorded.differences:
         listed += "".join(
-            f"<li>differs from <code>{_text(conv.recorded.file)}</code>: "
-            f"<code>#{d.index} {_text(d.kind)}</code> is {_text(d.verdict)} here, "
-            f"{_text(d.recorded)} there: {_text(why_it_differs(d))}</li>"
+            f"<li>differs from <code>{escaped(conv.recorded.file)}</code>: "
+            f"<code>#{d.index} {escaped(d.kind)}</code> is {escaped(d.verdict)} here, "
+            f"{escaped(d.recorded)} there: {escaped(why_it_differs(d))}</li>"
             for d in conv.recorded.differences
         )
     return (
-        f'<section class="conv {_text(conv.verdict)}" data-verdict="{_text(conv.verdict)}">'
-        f"<h3>{_badge(conv.verdict)} <code>{_text(conv.conversation_id)}</code></h3>"
+        f'<section class="conv {escaped(conv.verdict)}" data-verdict="{escaped(conv.verdict)}">'
+        f"<h3>{_badge(conv.verdict)} <code>{escaped(conv.conversation_id)}</code></h3>"
         f'<div class="meta">{" · ".join(meta)}</div>'
         + timeline(conv)
         + (f'<ul class="reasons">{listed}</ul>' if listed else "")
@@ -422,7 +201,7 @@ def _conversation(conv: ReportConversation) -> str:
 
 
 def _entry_cell(kind: str, gate: bool) -> str:
-    return f"<td><code>{_text(kind)}</code>{' gate' if gate else ''}</td>"
+    return f"<td><code>{escaped(kind)}</code>{' gate' if gate else ''}</td>"
 
 
 def _metric_cells(recall: float | None, precision: float | None) -> str:
@@ -437,7 +216,7 @@ def _tools(scores: ToolCallScores) -> str:
         f'<tr><td class="num">{e.index}</td>{_entry_cell(e.kind, e.gate)}'
         f'<td>{_badge(e.verdict)}</td><td class="num">{"—" if e.turn is None else e.turn}</td>'
         f"{_metric_cells(e.recall, e.precision)}"
-        f'<td class="reason">{_reason(e.reason)}</td></tr>'
+        f'<td class="reason">{reason_html(e.reason)}</td></tr>'
         for e in scores.entries
     )
     return (
@@ -451,25 +230,20 @@ def _tools(scores: ToolCallScores) -> str:
 def _tools_section(tools: ExpectedToolsSummary) -> str:
     """Every scenario's expected_tools entries across its runs, and the run's means."""
     rows = "".join(
-        f'<tr><td>{_text(e.scenario)}</td><td class="num">{e.index}</td>'
+        f'<tr><td>{escaped(e.scenario)}</td><td class="num">{e.index}</td>'
         f"{_entry_cell(e.kind, e.gate)}"
         f'<td>{_badge(e.verdict)}</td><td class="num">{e.failed} of {e.judged}</td>'
         f"{_metric_cells(e.recall, e.precision)}"
-        f"<td><code>{_text(_where(e.file, e.line))}</code></td></tr>"
+        f"<td><code>{escaped(where_text(e.file, e.line))}</code></td></tr>"
         for e in tools.scenarios
     )
-    gates = (
-        f"{tools.gates_failed} gate entr{'y' if tools.gates_failed == 1 else 'ies'} failed"
-        + ("" if tools.gated else " (metrics only: --tool-calls makes them fail the run)")
-        if tools.gates_failed
-        else "no gate entry failed"
-    )
+    gates = gates_failed(tools) if tools.gates_failed else "no gate entry failed"
     return (
         '<section id="expected-tools"><h2>Expected tools</h2>'
         f'<p class="meta">{tools.passed} of {tools.entries} entries passed in '
-        f"{_count(tools.conversations, 'conversation')} · recall {metric_text(tools.recall)} · "
+        f"{counted(tools.conversations, 'conversation')} · recall {metric_text(tools.recall)} · "
         f"precision {metric_text(tools.precision)} · accuracy {metric_text(tools.accuracy)} · "
-        f"{_text(gates)}</p>"
+        f"{escaped(gates)}</p>"
         '<table class="assertions tools"><tr><th>scenario</th><th>#</th><th>entry</th>'
         "<th>across runs</th><th>failed</th><th>recall</th><th>precision</th><th>where</th></tr>"
         + rows
@@ -479,8 +253,8 @@ def _tools_section(tools: ExpectedToolsSummary) -> str:
 
 def _row(conv: ReportConversation) -> str:
     return (
-        f"<tr><td>{_badge(conv.verdict)}</td><td><code>{_text(conv.conversation_id)}</code></td>"
-        f'<td>{_text(conv.scenario or "")}</td><td class="num">{conv.events}</td>'
+        f"<tr><td>{_badge(conv.verdict)}</td><td><code>{escaped(conv.conversation_id)}</code></td>"
+        f'<td>{escaped(conv.scenario or "")}</td><td class="num">{conv.events}</td>'
         f"<td>{_counts(conv.assertions)}</td></tr>"
     )
 
@@ -488,28 +262,56 @@ def _row(conv: ReportConversation) -> str:
 def _tile(name: str, value: object, cls: str = "") -> str:
     key = name.replace(" ", "-")
     return (
-        f'<div class="tile {cls}"><span class="n" id="total-{key}">{_text(value)}</span>'
-        f"{_text(name)}</div>"
+        f'<div class="tile {cls}"><span class="n" id="total-{key}">{escaped(value)}</span>'
+        f"{escaped(name)}</div>"
     )
 
 
 def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
     """The report as one self-contained HTML document (a string)."""
+    parts = _header(report, title)
+    lines = notes(report)
+    if lines:
+        parts.append(
+            '<section id="notes"><h2>Notes</h2><ul class="notes">'
+            + "".join(f"<li>{escaped(line)}</li>" for line in lines)
+            + "</ul></section>"
+        )
+    if report.scenarios:
+        parts += _scenarios_section(report.scenarios)
+    if report.expected_tools is not None:
+        parts.append(_tools_section(report.expected_tools))
+    parts += _conversations_section(report)
+    if report.unmatched:
+        parts.append(
+            f'<section id="unmatched"><h2>Not judged ({len(report.unmatched)})</h2><ul>'
+            + "".join(
+                f"<li><code>{escaped(u.conversation_id)}</code> ({counted(u.events, 'event')})"
+                f": {escaped(u.why())}</li>"
+                for u in report.unmatched[:MAX_ROWS]
+            )
+            + "</ul></section>"
+        )
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def _header(report: Report, title: str) -> list[str]:
+    """The document's head and the page's header: the run's totals as tiles and a line."""
     s = report.summary
-    convs = sorted(report.conversations, key=lambda c: ORDER.get(c.verdict, 5))
     errored = sum(1 for c in report.conversations if c.verdict == "errored")
     runs = sorted({r.runs for r in report.scenarios})
     per_scenario = (
         "—" if not runs else str(runs[0]) if len(runs) == 1 else f"{runs[0]} to {runs[-1]}"
     )
     stopped = sum(c.stopped_early for c in report.conversations)
-    parts = [
+    return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_text(title)}</title><style>{_CSS}</style></head><body>",
-        f"<header><h1>{_text(title)}</h1>",
+        f"<title>{escaped(title)}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{escaped(title)}</h1>",
         '<div class="tiles">',
         _tile("conversations", s.conversations),
         _tile("passed", s.passed, "passed"),
@@ -518,40 +320,39 @@ def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
         _tile("skipped", s.skipped, "skipped"),
         _tile("runs per scenario", per_scenario),
         "</div>",
-        f'<p class="meta">{_count(s.assertions, "assertion")} · '
-        f"{_count(len(report.scenarios), 'scenario')} · "
-        f"{_count(stopped, 'conversation')} stopped early (their undecided assertions "
+        f'<p class="meta">{counted(s.assertions, "assertion")} · '
+        f"{counted(len(report.scenarios), 'scenario')} · "
+        f"{counted(stopped, 'conversation')} stopped early (their undecided assertions "
         f"skipped) · {s.errored} errored {'assertion' if s.errored == 1 else 'assertions'} · "
         f"{s.unmatched} not judged"
         + ("" if s.complete else " · <strong>incomplete run</strong>")
         + "</p></header>",
     ]
-    lines = notes(report)
-    if lines:
-        parts.append(
-            '<section id="notes"><h2>Notes</h2><ul class="notes">'
-            + "".join(f"<li>{_text(line)}</li>" for line in lines)
-            + "</ul></section>"
-        )
-    if report.scenarios:
-        parts.append('<section id="scenarios"><h2>Scenarios</h2>')
-        parts.append(
-            '<p class="meta">pass rate: passed ÷ (passed + failed) runs; pass^k: all k '
-            "judged runs passed; pass@k: at least one did. Per assertion: passed in all "
-            "judged runs, failed in all, flaky (failed of judged), errored, or not judged.</p>"
-        )
-        parts.append(
-            '<table class="rates"><tr><th>scenario</th><th>runs</th><th>passed</th>'
-            "<th>failed</th><th>errored</th><th>stopped early</th><th>pass rate</th>"
-            "<th>pass^k</th><th>pass@k</th><th>assertions across runs</th></tr>"
-            + "".join(_scenario_row(r, n) for n, r in enumerate(report.scenarios, 1))
-            + "</table>"
-        )
-        parts.extend(_scenario(r, n) for n, r in enumerate(report.scenarios, 1))
-        parts.append("</section>")
-    if report.expected_tools is not None:
-        parts.append(_tools_section(report.expected_tools))
-    parts.append(f'<section id="conversations"><h2>Conversations ({len(convs)})</h2>')
+
+
+def _scenarios_section(scenarios: list[ScenarioResult]) -> list[str]:
+    """Each scenario's runs and rates as a table, then its assertions across its runs."""
+    return [
+        '<section id="scenarios"><h2>Scenarios</h2>',
+        '<p class="meta">pass rate: passed ÷ (passed + failed) runs; pass^k: all k '
+        "judged runs passed; pass@k: at least one did. Per assertion: passed in all "
+        "judged runs, failed in all, flaky (failed of judged), errored, or not judged.</p>",
+        '<table class="rates"><tr><th>scenario</th><th>runs</th><th>passed</th>'
+        "<th>failed</th><th>errored</th><th>stopped early</th><th>pass rate</th>"
+        "<th>pass^k</th><th>pass@k</th><th>assertions across runs</th></tr>"
+        + "".join(_scenario_row(r, n) for n, r in enumerate(scenarios, 1))
+        + "</table>",
+        *(_scenario(r, n) for n, r in enumerate(scenarios, 1)),
+        "</section>",
+    ]
+
+
+def _conversations_section(report: Report) -> list[str]:
+    """The conversations, failures first: the first :data:`MAX_TIMELINES` drawn, the
+    next ones up to :data:`MAX_ROWS` a row each, the rest counted (the page says so)."""
+    s = report.summary
+    convs = sorted(report.conversations, key=lambda c: ORDER.get(c.verdict, 5))
+    parts = [f'<section id="conversations"><h2>Conversations ({len(convs)})</h2>']
     if convs:
         parts.append(legend())
     full, rows, rest = convs[:MAX_TIMELINES], convs[MAX_TIMELINES:MAX_ROWS], convs[MAX_ROWS:]
@@ -579,18 +380,7 @@ def render_html(report: Report, *, title: str = "mantle-stream run") -> str:
             "<th>events</th><th>assertions</th></tr>" + "".join(_row(c) for c in rows) + "</table>"
         )
     parts.append("</section>")
-    if report.unmatched:
-        parts.append(
-            f'<section id="unmatched"><h2>Not judged ({len(report.unmatched)})</h2><ul>'
-            + "".join(
-                f"<li><code>{_text(u.conversation_id)}</code> ({_count(u.events, 'event')})"
-                f": {_text(u.why())}</li>"
-                for u in report.unmatched[:MAX_ROWS]
-            )
-            + "</ul></section>"
-        )
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    return parts
 
 
 class HtmlWriter:

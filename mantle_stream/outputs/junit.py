@@ -105,6 +105,12 @@ def _figure(value: float | bool | None) -> str:
     return str(value)
 
 
+def _where(file: str | None, line: int | None) -> list[tuple[str, str]]:
+    """A case's ``file`` and ``line`` attributes, those it has."""
+    where = [] if file is None else [("file", file)]
+    return where if line is None else [*where, ("line", str(line))]
+
+
 def _decided_at(sequence: int | None, verdict: str) -> str:
     """The deciding event's ``sequence``; the end of the conversation; or nothing yet."""
     if sequence is not None:
@@ -277,11 +283,11 @@ class _Assembly:
             tally = suite.assertions.setdefault(a.index, _Tally(a.kind))
             tally.passed += a.verdict == "passed"
             tally.failed += a.verdict == "failed"
-            attributes = [("name", f"run {run} #{a.index} {a.kind}"), ("classname", suite.name)]
-            if a.file is not None:
-                attributes.append(("file", a.file))
-            if a.line is not None:
-                attributes.append(("line", str(a.line)))
+            attributes = [
+                ("name", f"run {run} #{a.index} {a.kind}"),
+                ("classname", suite.name),
+                *_where(a.file, a.line),
+            ]
             at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
             properties = [
                 ("conversation_id", conv.conversation_id),
@@ -322,11 +328,8 @@ class _Assembly:
             attributes = [
                 ("name", f"run {run} expected_tools #{e.index} {e.kind}"),
                 ("classname", suite.name),
+                *_where(e.file, e.line),
             ]
-            if e.file is not None:
-                attributes.append(("file", e.file))
-            if e.line is not None:
-                attributes.append(("line", str(e.line)))
             properties = [
                 ("conversation_id", conversation_id),
                 ("verdict", e.verdict),

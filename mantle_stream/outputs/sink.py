@@ -7,8 +7,8 @@ the runner sends it (:meth:`Sink.on_stop`), then the final report once
 when the run ended before its report. The JSONL stream
 (:class:`~mantle_stream.outputs.jsonl.JsonlWriter`), the JUnit file
 (:class:`~mantle_stream.outputs.junit.JunitWriter`) and the plain verdict lines
-(:class:`~mantle_stream.outputs.plain.DecisionLines`) are sinks; the command
-line composes the ones asked for.
+(:class:`~mantle_stream.outputs.plain.DecisionLines`) are sinks;
+:mod:`mantle_stream.run.sinks` composes the ones a run asks for.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage
 from mantle_stream.feeds import Chunk, Feed, HttpOptions, Replies, open_feed
 from mantle_stream.feeds.sql import redact
-from mantle_stream.outputs.report import build_report, notes, tools_line
+from mantle_stream.outputs.report import Report, build_report, notes, tools_line
 from mantle_stream.runner import Runner, RunOutcome
 
 __all__ = ["Judgement", "Run", "judge", "node_name", "run_names"]
@@ -283,12 +283,85 @@ def judge(
         assignments={cid: run.scenario for cid, run in recorded.items()},
         regex_timeout=DEFAULT_REGEX_TIMEOUT if regex_timeout is None else regex_timeout,
     )
-    deciding: dict[tuple[str, int], bytes] = {}
-    missing: list[str] = []
-    notices: list[str] = []
+    outcome, read = _read(evaluator, sources, recorded, stop_early=stop_early)
+    if outcome.ending == "bad-event":
+        raise MantleStreamError(
+            f"{outcome.error}\nmantle_stream: stopped at the bad event: a pytest run "
+            "judges every event (`mantle-stream check --on-bad-event=skip` shows the rest)"
+        )
+    report = build_report(evaluator, recorded, source=read.notices, tool_calls=tool_calls)
+    if not report.conversations and not report.unmatched:
+        raise MantleStreamError(f"the events of {shown} hold no conversation to judge")
+    by_name: dict[str, list[ConversationResult]] = {s.name: [] for s in scenarios}
+    for result in evaluator.results():
+        if result.scenario in by_name:
+            by_name[result.scenario].append(result)
+    runs = {name: run_names(results, recorded) for name, results in by_name.items()}
+    seconds = time.perf_counter() - started
+    events = f"{_count(evaluator.statistics().events, 'event')} of {shown}"
+    return Judgement(
+        scenarios={Path(s.path).resolve(): s for s in scenarios},
+        runs=runs,
+        events=read.deciding,
+        summary=_summary(report, scenarios, runs, read.missing, f"({events}) in {seconds:.2f} s"),
+    )
+
+
+def _summary(
+    report: Report,
+    scenarios: list[Scenario],
+    runs: dict[str, list[Run]],
+    missing: list[str],
+    read: str,
+) -> list[str]:
+    """The terminal summary's lines: what was judged (``read``: which events, how fast),
+    the scenarios that judged none, the expected_tools line, the conversations the
+    source could not give (``missing``) and the report's notes."""
+    summary = report.summary
+    counts = [
+        _count(summary.assertions, "assertion"),
+        f"{_count(summary.failed, 'conversation')} failed",
+    ]
+    if summary.skipped:
+        counts.append(f"{_count(summary.skipped, 'assertion')} skipped")
+    if summary.errored:
+        counts.append(f"{_count(summary.errored, 'assertion')} errored")
+    lines = [f"judged {_count(summary.conversations, 'conversation')} {read}: " + ", ".join(counts)]
+    lines += [
+        f"scenario `{s.name}` ({os.path.basename(s.path)}) judged no conversation"
+        for s in scenarios
+        if not runs[s.name]
+    ]
+    if report.expected_tools is not None:
+        lines.append(tools_line(report.expected_tools, "--mantle-tool-calls"))
+    lines += [line.translate(CONTROL_ESCAPES) for line in missing]
+    # Errored assertions are errors of their items: not a note pointing at check's digest.
+    lines += notes(replace(report, summary=replace(summary, errored=0)))
+    return lines
+
+
+@dataclass
+class _Read:
+    """What reading the sources gave beside the evaluator's verdicts."""
+
+    deciding: dict[tuple[str, int], bytes] = field(default_factory=dict)  # as Judgement.events
+    missing: list[str] = field(default_factory=list)  # conversations the source could not give
+    notices: list[str] = field(default_factory=list)  # what the source said (Feed.notices)
+
+
+def _read(
+    evaluator: Evaluator,
+    sources: list[str],
+    recorded: dict[str, RecordedRun],
+    *,
+    stop_early: bool,
+) -> tuple[RunOutcome, _Read]:
+    """Stream ``sources`` through a runner into ``evaluator``, keeping the line of the
+    event that decided each failed or errored assertion."""
+    read = _Read()
 
     def on_missing(conversation_id: str, reason: str) -> None:
-        missing.append(f"skipped conversation `{conversation_id}`: {reason}")
+        read.missing.append(f"skipped conversation `{conversation_id}`: {reason}")
 
     def ignore(message: StopMessage) -> None:
         return None
@@ -314,7 +387,7 @@ def judge(
                     if d.verdict in ("failed", "errored") and d.decided_at is not None:
                         line = remembering.find(d.conversation_id, d.decided_at)
                         if line is not None:
-                            deciding[(d.conversation_id, d.index)] = line
+                            read.deciding[(d.conversation_id, d.index)] = line
 
             runner = Runner(
                 evaluator,
@@ -326,50 +399,6 @@ def judge(
             try:
                 return await runner.run(remembering)
             finally:
-                notices[:] = feed.notices  # (a writer's lock waited for, rows not read)
+                read.notices[:] = feed.notices  # (a writer's lock waited for, rows not read)
 
-    outcome = anyio.run(go)
-    if outcome.ending == "bad-event":
-        raise MantleStreamError(
-            f"{outcome.error}\nmantle_stream: stopped at the bad event: a pytest run "
-            "judges every event (`mantle-stream check --on-bad-event=skip` shows the rest)"
-        )
-    report = build_report(evaluator, recorded, source=notices, tool_calls=tool_calls)
-    if not report.conversations and not report.unmatched:
-        raise MantleStreamError(f"the events of {shown} hold no conversation to judge")
-    by_name: dict[str, list[ConversationResult]] = {s.name: [] for s in scenarios}
-    for result in evaluator.results():
-        if result.scenario in by_name:
-            by_name[result.scenario].append(result)
-    runs = {name: run_names(results, recorded) for name, results in by_name.items()}
-    summary = report.summary
-    seconds = time.perf_counter() - started
-    counts = [
-        _count(summary.assertions, "assertion"),
-        f"{_count(summary.failed, 'conversation')} failed",
-    ]
-    if summary.skipped:
-        counts.append(f"{_count(summary.skipped, 'assertion')} skipped")
-    if summary.errored:
-        counts.append(f"{_count(summary.errored, 'assertion')} errored")
-    lines = [
-        f"judged {_count(summary.conversations, 'conversation')} "
-        f"({_count(evaluator.statistics().events, 'event')} of {shown}) in {seconds:.2f} s: "
-        + ", ".join(counts)
-    ]
-    lines += [
-        f"scenario `{s.name}` ({os.path.basename(s.path)}) judged no conversation"
-        for s in scenarios
-        if not runs[s.name]
-    ]
-    if report.expected_tools is not None:
-        lines.append(tools_line(report.expected_tools, "--mantle-tool-calls"))
-    lines += [line.translate(CONTROL_ESCAPES) for line in missing]
-    # Errored assertions are errors of their items: not a note pointing at check's digest.
-    lines += notes(replace(report, summary=replace(summary, errored=0)))
-    return Judgement(
-        scenarios={Path(s.path).resolve(): s for s in scenarios},
-        runs=runs,
-        events=deciding,
-        summary=lines,
-    )
+    return anyio.run(go), read

@@ -161,7 +161,7 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         # The source delivers each conversation's events in the order they were
         # numbered (Feed.ordered; the Runner sets it from its feed): a gap never
         # fills, so it is passed at once rather than waited for (gaps_passed).
-        self.ordered = ordered
+        self._ordered = ordered
         # One worker of `check --workers`: only its conversations are applied.
         self.partition = partition
         if isinstance(scenarios, Scenario):
@@ -211,6 +211,18 @@ class Evaluator(Ordering, ScenarioChoice, Checkpoints):
         self._failures = 0  # failed decisions so far (what --fail-fast watches)
 
     # ------------------------------------------------------------------ input
+
+    @property
+    def ordered(self) -> bool:
+        return self._ordered
+
+    @ordered.setter
+    def ordered(self, value: bool) -> None:
+        # A source may learn it as it reads (a SQL table's ids, a Kafka partition's
+        # records): the scenarios judged apart follow, whenever they were made.
+        self._ordered = value
+        for apart in self._apart.values():
+            apart.ordered = value
 
     @property
     def scenarios(self) -> list[Scenario]:

@@ -4,12 +4,16 @@ Every worker reads the whole source and judges the conversations a stable
 hash of their id gives it (:class:`~mantle_stream.core.engine.partition.Partition`:
 lines of the others are dropped before they are decoded; a SQL store's worker
 reads only its conversations' rows: :mod:`mantle_stream.feeds.sql_share`). Each
-hands back what it judged (:class:`JudgedConversations`, with the verdict lines
-when ``--jsonl`` asked for them) through a pipe, and counts its progress in
-shared memory for the progress bar. The merge lists conversations in the order
-they first appear in the feed, as one process does, so the
-report, JUnit and HTML made from it are one process's; the JSONL lines come
-grouped by conversation, each conversation's in the order decided.
+hands back what it judged (:class:`JudgedConversations`, with the
+verdict lines when ``--jsonl`` asked for them) through a pipe, and counts its
+progress in shared memory for the progress bar. The merge lists conversations
+in the order they first appear in the feed, as one process does, so the
+report, JUnit and HTML made from it are one process's. Every worker hands back
+its decisions too: the parent tells them to every sink (:mod:`mantle_stream.run.sinks`)
+at once, grouped by conversation in the report's order, each conversation's
+in the order decided. A sink whose output can be made apart
+(:class:`~mantle_stream.run.sinks.RenderedApart`: the JSONL lines) has it
+made by the workers, per conversation, and is handed the bytes.
 
 Ctrl-C or SIGTERM reach the parent, which tells the workers (SIGTERM); each
 stops as one process would and hands back what it judged. A run that a bad
@@ -19,7 +23,6 @@ process, so it ends at the same event with the same report.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import multiprocessing
 import multiprocessing.connection
@@ -28,49 +31,62 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import msgspec
 
-from mantle_stream.cli.sources import (
+from mantle_stream.core.engine.partition import JudgedConversations, Partition, merge
+from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
+from mantle_stream.core.recorded import RecordedRun
+from mantle_stream.core.scenario.model import Scenario
+from mantle_stream.core.verdicts import Decision
+from mantle_stream.feeds.spec import parse_source
+from mantle_stream.outputs.progress import ReadProgress
+from mantle_stream.outputs.sink import Sink, Sinks
+from mantle_stream.run.config import RunConfig
+from mantle_stream.run.sinks import RenderedApart
+from mantle_stream.run.sources import (
     evaluator_for,
     feed_for,
     on_signals,
     say_skipped,
     user_error,
 )
-from mantle_stream.core.engine.partition import JudgedConversations, Partition, merge
-from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
-from mantle_stream.core.recorded import RecordedRun
-from mantle_stream.core.scenario.model import Scenario
-from mantle_stream.core.verdicts import Decision
-from mantle_stream.outputs.jsonl import JsonlWriter
-from mantle_stream.outputs.progress import ReadProgress
 from mantle_stream.runner import Runner, RunOutcome
 
-__all__ = ["AUTO_MIN_BYTES", "WorkersOutcome", "cores", "run_workers"]
+__all__ = [
+    "AUTO_MIN_BYTES",
+    "WorkersOutcome",
+    "cores",
+    "one_process_only",
+    "run_workers",
+    "worker_count",
+]
 
 #: Below this many bytes of files, one process is as quick (starting more costs).
 AUTO_MIN_BYTES = 4 << 20
 
 
 class WorkersOutcome(msgspec.Struct, frozen=True):
-    """The workers' outcomes as one run's; ``lines``: the JSONL verdict lines, grouped
-    by conversation in the report's order (empty without ``--jsonl``)."""
+    """The workers' outcomes as one run's; ``decisions``: every worker's, grouped by
+    conversation in the report's order, each conversation's in the order decided."""
 
     outcome: RunOutcome
     judged: JudgedConversations
-    lines: bytes
+    decisions: list[Decision]
     notices: list[str] = []  # what the workers' sources said about how they were read
+    #: Per sink rendered apart (in the order given), its bytes, grouped likewise.
+    rendered: list[bytes] = []
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
     outcome: RunOutcome
     judged: JudgedConversations
-    lines: dict[str, bytes]  # per conversation, its JSONL lines in the order decided
+    decisions: dict[str, list[Decision]]  # per conversation, in the order decided
     notices: list[str] = []  # Feed.notices
+    rendered: list[dict[str, bytes]] = []  # per renderer, per conversation
 
 
 class _Failed(msgspec.Struct, frozen=True, tag="failed"):
@@ -97,37 +113,27 @@ def cores() -> int:
 
 
 def run_workers(
-    args: argparse.Namespace,
+    config: RunConfig,
     source: str,
     count: int,
     progress_total: int | bool | None,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
+    sinks: Sinks | None = None,
 ) -> WorkersOutcome | None:
-    """Judge ``args.events`` in ``count`` processes; None when a bad event ended the
-    run (the caller judges it again in one process, to end where one process ends).
+    """Judge ``config``'s sources in ``count`` processes, their decisions told to
+    ``sinks`` once merged; None when a bad event ended the run (the caller judges it
+    again in one process, to end where one process ends; ``sinks`` are told nothing).
 
     Every worker judges ``scenarios`` and ``recorded`` as the parent loaded them
     (inherited when forked, else pickled): never a file read again.
     """
-    context = _context()
-    progress = context.Array("q", 2 * count, lock=False)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    readers = []
-    processes = []
-    for index in range(count):
-        reader, writer = context.Pipe(duplex=False)
-        process = context.Process(
-            target=_work,
-            args=(args, source, scenarios, recorded, index, count, writer, progress, os.getpid()),
-            name=f"mantle-stream worker {index + 1}/{count}",
-            daemon=True,
-        )
-        process.start()
-        writer.close()
-        readers.append(reader)
-        processes.append(process)
+    apart = [s for s in (sinks.sinks if sinks else ()) if isinstance(s, RenderedApart)]
+    others = [s for s in (sinks.sinks if sinks else ()) if s not in apart]
+    # What each worker makes of its decisions: the lines of each sink rendered apart,
+    # and the decisions themselves only when another sink will hear them.
+    asked = _Asked([type(s).lines for s in apart], keep=bool(others))
+    readers, processes, progress = _start(count, config, asked, source, scenarios, recorded)
     told = False
 
     def tell_all() -> None:
@@ -167,7 +173,64 @@ def run_workers(
             if process.is_alive():
                 process.kill()
                 process.join()
-    return _merge(received, processes, interrupted=told)
+    merged = _merge(received, processes, interrupted=told)
+    if merged is not None and sinks is not None:
+        _tell(sinks, merged, apart, others)
+    return merged
+
+
+def _start(
+    count: int,
+    config: RunConfig,
+    asked: _Asked,
+    source: str,
+    scenarios: list[Scenario],
+    recorded: Mapping[str, RecordedRun],
+) -> tuple[list[Any], list[multiprocessing.process.BaseProcess], Any]:
+    """``count`` workers started: the pipes their results come through, the
+    processes, and the shared memory they count their progress in."""
+    context = _context()
+    progress = context.Array("q", 2 * count, lock=False)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    readers = []
+    processes = []
+    for index in range(count):
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_work,
+            args=(
+                config,
+                asked,
+                source,
+                scenarios,
+                recorded,
+                index,
+                count,
+                writer,
+                progress,
+                os.getpid(),
+            ),
+            name=f"mantle-stream worker {index + 1}/{count}",
+            daemon=True,
+        )
+        process.start()
+        writer.close()
+        readers.append(reader)
+        processes.append(process)
+    return readers, processes, progress
+
+
+def _tell(
+    sinks: Sinks, merged: WorkersOutcome, apart: Sequence[RenderedApart], others: list[Sink]
+) -> None:
+    """Every sink told the merged decisions: the lines the workers made for those
+    rendered apart, the decisions themselves for the others."""
+    for renders, data in zip(apart, merged.rendered, strict=True):
+        sinks.attempt(renders, renders.write_lines, data)  # type: ignore[arg-type]
+    for sink in others:
+        if merged.decisions and sink in sinks.sinks:  # (not dropped meanwhile)
+            sinks.attempt(sink, sink.on_decisions, merged.decisions)
 
 
 def _merge(
@@ -199,14 +262,21 @@ def _merge(
     judged = merge([d.judged for d in done])
     cancelled = interrupted or "cancelled" in endings
     outcome = RunOutcome("cancelled" if cancelled else "end-of-input")
-    lines: dict[str, bytes] = {}
+    decided: dict[str, list[Decision]] = {}
     for part in done:
-        lines.update(part.lines)
-    # Grouped by conversation, in the report's order: bytes the workers encoded.
-    grouped = b"".join(lines.get(r.conversation_id, b"") for r in judged.results)
+        decided.update(part.decisions)
+    # Grouped by conversation, in the report's order.
+    order = [r.conversation_id for r in judged.results]
+    grouped = [d for cid in order for d in decided.get(cid, ())]
+    rendered = []
+    for each in range(len(done[0].rendered) if done else 0):
+        made: dict[str, bytes] = {}
+        for part in done:
+            made.update(part.rendered[each])
+        rendered.append(b"".join(made.get(cid, b"") for cid in order))
     # Every worker reads the whole source: a notice each said is said once.
     notices = list(dict.fromkeys(n for part in done for n in part.notices))
-    return WorkersOutcome(outcome, judged, grouped, notices)
+    return WorkersOutcome(outcome, judged, grouped, notices, rendered)
 
 
 def _context() -> Any:
@@ -217,8 +287,16 @@ def _context() -> Any:
     return multiprocessing.get_context("spawn")
 
 
+class _Asked(msgspec.Struct, frozen=True):
+    """What a worker makes of its decisions besides its judging."""
+
+    renderers: list[Callable[[Iterable[Decision]], bytes]]  # RenderedApart.lines
+    keep: bool  # send the decisions themselves
+
+
 def _work(
-    args: argparse.Namespace,
+    config: RunConfig,
+    asked: _Asked,
     source: str,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
@@ -235,11 +313,19 @@ def _work(
     while the result is put together and sent, so it always arrives.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asked = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: asked.set())
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         message: _Message = _judge(
-            args, source, scenarios, recorded, Partition(index, count), progress, asked, parent
+            config,
+            asked,
+            source,
+            scenarios,
+            recorded,
+            Partition(index, count),
+            progress,
+            stop,
+            parent,
         )
     except BaseException as exc:
         error = user_error(exc)
@@ -253,16 +339,17 @@ def _work(
 
 
 def _judge(
-    args: argparse.Namespace,
+    config: RunConfig,
+    asked: _Asked,
     source: str,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
     partition: Partition,
     progress: Any,
-    asked: threading.Event,
+    stop: threading.Event,
     parent: int,
 ) -> _Done:
-    evaluator = evaluator_for(args, scenarios, recorded, source, partition)
+    evaluator = evaluator_for(config, scenarios, recorded, source, partition)
     lines: dict[str, list[Decision]] = {}
     slot = 2 * partition.index
 
@@ -275,7 +362,7 @@ def _judge(
         while True:
             progress[slot] = runner.bytes_read
             progress[slot + 1] = evaluator.statistics().events
-            if asked.is_set() or os.getppid() != parent:
+            if stop.is_set() or os.getppid() != parent:
                 runner.stop()
                 return
             await anyio.sleep(0.05)
@@ -285,18 +372,18 @@ def _judge(
     async def go() -> RunOutcome:
         runner = Runner(
             evaluator,
-            on_decisions=keep if args.jsonl else None,
-            skip_bad_events=args.on_bad_event == "skip",
+            on_decisions=keep if asked.keep or asked.renderers else None,
+            skip_bad_events=config.judging.on_bad_event == "skip",
             on_bad=say_skipped,
-            gap_timeout=args.gap_timeout,
+            gap_timeout=config.live.gap_timeout,
         )
         outcome = RunOutcome("cancelled")
-        async with feed_for(args, recorded, partition) as feed, anyio.create_task_group() as tg:
+        async with feed_for(config, recorded, partition) as feed, anyio.create_task_group() as tg:
             with anyio.open_signal_receiver(signal.SIGTERM) as signals:
 
                 async def forward() -> None:
                     async for _ in signals:
-                        asked.set()
+                        stop.set()
 
                 tg.start_soon(forward)
                 tg.start_soon(watch, runner)
@@ -313,5 +400,47 @@ def _judge(
     first_seen = [partition.ordinal(r.conversation_id) for r in judged.results]
     first_seen += [partition.ordinal(u.conversation_id) for u in judged.unmatched]
     judged = msgspec.structs.replace(judged, first_seen=first_seen)
-    encoded = {cid: JsonlWriter.lines(kept) for cid, kept in lines.items()}
-    return _Done(outcome, judged, encoded, notices)
+    # Made here, in parallel, rather than in the parent's serial tail.
+    rendered = [{cid: render(kept) for cid, kept in lines.items()} for render in asked.renderers]
+    return _Done(outcome, judged, lines if asked.keep else {}, notices, rendered)
+
+
+def _regular(path: str) -> bool:
+    """A file or a directory: something every worker can read whole."""
+    return os.path.isfile(path) or os.path.isdir(path)
+
+
+def worker_count(config: RunConfig, size: int | bool | None) -> int:
+    """How many processes judge: ``--workers``, else one per core for a replay of files
+    of ``AUTO_MIN_BYTES`` or more (``size``: their bytes) or of a SQL store; one when
+    only one can."""
+    if config.command != "check":
+        return 1
+    why_not = one_process_only(config)
+    if config.workers is not None:
+        if config.workers > 1 and why_not:
+            raise UsageError(f"--workers {config.workers}: {why_not}; give --workers 1")
+        return config.workers
+    if why_not:
+        return 1
+    sql = all(parse_source(e).sql for e in config.sources.events)
+    if not sql and not (isinstance(size, int) and size >= AUTO_MIN_BYTES):
+        return 1
+    return cores()
+
+
+def one_process_only(config: RunConfig) -> str | None:
+    """Why this run can be judged by one process only, if it can."""
+    if config.judging.fail_fast:
+        return "--fail-fast stops at the first failure in the feed's order, which one process sees"
+    if config.live.state:
+        return "--state checkpoints one process's evaluator"
+    if config.judging.keep_finished is not None:
+        return "--keep-finished keeps the conversations one process finished last"
+    for source in map(parse_source, config.sources.events):
+        if source.one_reader is not None:
+            return source.one_reader
+        # A pipe (<(...)) or a device: each worker would read a part of it.
+        if source.local and os.path.exists(source.target) and not _regular(source.target):
+            return f"`{source.spec}` is not a regular file: one process reads it"
+    return None

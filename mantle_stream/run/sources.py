@@ -1,13 +1,12 @@
-"""What ``check`` and ``watch`` build from their arguments: the evaluator and the feed.
+"""What a run builds from its configuration: the evaluator and the feed; its signals.
 
-Shared by the single-process run (:mod:`mantle_stream.cli.commands`) and the
-worker processes of ``check --workers`` (:mod:`mantle_stream.cli.workers`), so
-both judge with the same options and read the same source the same way.
+Shared by the one-process run (:mod:`mantle_stream.run.one`) and the worker
+processes of ``check --workers`` (:mod:`mantle_stream.run.workers`), so both
+judge with the same options and read the same source the same way.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import signal
 import sys
@@ -26,6 +25,7 @@ from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.feeds import Feed, ListenOptions, open_feed, parse_source
 from mantle_stream.feeds.http import HttpOptions
 from mantle_stream.feeds.sql import SqlOptions, parse_since
+from mantle_stream.run.config import RunConfig
 
 __all__ = [
     "LIVE_KEEP_FINISHED",
@@ -43,29 +43,29 @@ __all__ = [
 LIVE_KEEP_FINISHED = 10_000
 
 
-def keep_finished(args: argparse.Namespace) -> int | None:
+def keep_finished(config: RunConfig) -> int | None:
     """``--keep-finished``, else: all for files, the most recent for live sources."""
-    if args.keep_finished is not None:
-        return int(args.keep_finished)
-    live = any(parse_source(e).live for e in args.events)
+    if config.judging.keep_finished is not None:
+        return config.judging.keep_finished
+    live = any(parse_source(e).live for e in config.sources.events)
     return LIVE_KEEP_FINISHED if live else None
 
 
 def evaluator_for(
-    args: argparse.Namespace,
+    config: RunConfig,
     scenarios: list[Scenario],
     recorded: Mapping[str, RecordedRun],
     source: str,
     partition: Partition | None = None,
 ) -> Evaluator:
-    """The evaluator the command line asks for (one worker's, with ``partition``)."""
+    """The evaluator ``config`` asks for (one worker's, with ``partition``)."""
     return Evaluator(
         scenarios,
         source=source,
-        reorder_window=args.reorder_window,
+        reorder_window=config.judging.reorder_window,
         assignments={cid: run.scenario for cid, run in recorded.items()},
-        regex_timeout=args.regex_timeout,
-        keep_finished=keep_finished(args),
+        regex_timeout=config.judging.regex_timeout,
+        keep_finished=keep_finished(config),
         partition=partition,
     )
 
@@ -87,30 +87,31 @@ def _say_notice(message: str) -> None:
 
 
 def feed_for(
-    args: argparse.Namespace,
+    config: RunConfig,
     recorded: Mapping[str, RecordedRun],
     partition: Partition | None = None,
 ) -> Feed:
-    """The feed of ``--events`` with the options the command line gave (not opened yet)."""
+    """The feed of ``config``'s sources, read with its options (not opened yet)."""
+    sources = config.sources
     try:
         return open_feed(
-            args.events,
+            list(sources.events),
             listen=ListenOptions(
-                token=args.token or None,
-                allow_remote=args.listen_remote,
-                max_connections=args.max_connections,
-                idle_timeout=args.connection_idle_timeout,
+                token=sources.token or None,
+                allow_remote=sources.listen_remote,
+                max_connections=sources.max_connections,
+                idle_timeout=sources.connection_idle_timeout,
             ),
             http=HttpOptions(
-                conversations=tuple(args.conversation or recorded),
-                token=args.rasa_token or None,
-                jwt=args.rasa_jwt or None,
+                conversations=tuple(sources.conversations or recorded),
+                token=sources.rasa_token or None,
+                jwt=sources.rasa_jwt or None,
                 on_missing=_say_missing,
             ),
             sql=SqlOptions(
                 on_notice=_say_notice,
-                conversations=tuple(args.conversation or ()),
-                since=None if args.since is None else parse_since(args.since),
+                conversations=sources.conversations,
+                since=None if sources.since is None else parse_since(sources.since),
             ),
             partition=partition,
         )
