@@ -112,10 +112,11 @@ def from_file(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dic
 
 
 def read_by_workers(
-    spec: str, count: int, monkeypatch: pytest.MonkeyPatch
+    spec: str, count: int, monkeypatch: pytest.MonkeyPatch, plans: list[str] | None = None
 ) -> tuple[list[list[Any]], list[list[bytes]]]:
     """The ids of the rows each of ``count`` workers' feeds of ``spec`` fetched (the
-    queries of rows with their data), and the lines each handed on."""
+    queries of rows with their data), and the lines each handed on; ``plans`` gets
+    SQLite's plan of each of those queries."""
     fetched: list[Any] = []
     for kind in (Sqlite, Postgres):
 
@@ -123,6 +124,9 @@ def read_by_workers(
             batch: Batch = real(self, query, params, most)
             if query.startswith("SELECT id, sender_id"):
                 fetched.extend(row[0] for row in batch.rows)
+                if plans is not None and isinstance(self, Sqlite):
+                    shown = self._conn.execute(f"EXPLAIN QUERY PLAN {query}", tuple(params))
+                    plans.append(" / ".join(row[-1] for row in shown))
             return batch
 
         monkeypatch.setattr(kind, "fetch", fetch)

@@ -86,6 +86,9 @@ class Database(Protocol):
 
     placeholder: str
     data: str  # the column's expression in the query
+    #: Before a column, keeps the planner off its index (SQLite's unary plus): a
+    #: query in id order must walk the id index, not sort what another gives.
+    no_index: str
 
     def columns(self) -> set[str]: ...
 
@@ -119,6 +122,7 @@ def locked(exc: BaseException) -> bool:
 
 class Sqlite:
     placeholder = "?"
+    no_index = "+"
     # As bytes: what the decoder reads (text would be decoded, then encoded again).
     data = "CAST(data AS BLOB)"
 
@@ -190,6 +194,7 @@ def _in_wal_mode(path: str) -> bool:
 
 class Postgres:
     placeholder = "%s"
+    no_index = ""  # (no unary plus on text; the planner weighs ORDER BY id LIMIT)
     data = "data"
 
     def __init__(self, url: str) -> None:
