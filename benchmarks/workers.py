@@ -2,20 +2,27 @@
 
     python benchmarks/workers.py            # 5,000 conversations × 200 events = 1,000,000
     python benchmarks/workers.py --quick    # 100 × 200 (a smoke run)
+    python benchmarks/workers.py --sources sql --rounds 2   # the SQLite store alone
 
 Writes the feed of ``_common.py`` (30 assertions, every kind) as a JSON-lines
 file and as a SQLite event-broker table (``events(id, sender_id, data)``),
 then runs ``mantle-stream check --format json --jsonl`` on each with
 ``--workers 1`` and ``--workers 2``, alternating, each in a fresh process,
 ``--rounds`` times. It prints the best and median seconds of each and the
-speed-up (best of one ÷ best of two). A last pair adds ``--junit`` (untimed:
+speed-up (best of one ÷ best of two), the load average before each source (the
+machine may be shared), and the CPU seconds of each process of the last timed
+run (sampled from ``/proc`` every 50 ms on Linux: the parent first, then each
+worker). A last pair adds ``--junit`` (untimed:
 the parent writes every JUnit case alone) and the outputs are compared: the
 JSON report and the JUnit file byte for byte, the JSONL verdicts as lines
 (two workers write them grouped by conversation). Exit status 1 when an
 output differs.
 
-Every worker reads and decodes the whole feed and judges its share, so the
-speed-up is below the number of cores by what reading and decoding cost.
+Every worker of a file reads and decodes the whole feed and judges its share,
+so the speed-up is below the number of cores by what reading and decoding cost.
+A worker of the SQL store reads only its conversations' rows
+(``mantle_stream/feeds/sql_share.py``): the rows of each worker's share are
+printed, each row in one share.
 
 Then the parent's serial tail (issue 27): ``--workers 2`` on each source run
 in this process through the library (``mantle_stream.run``: a ``RunConfig``,
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import statistics
 import subprocess
@@ -37,8 +45,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from mantle_stream.core.engine.evaluator import Evaluator
+from mantle_stream.core.engine.partition import partition_of
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.outputs.report import build_report
 from mantle_stream.run import OutputsConfig, RunConfig, SourcesConfig, compose_sinks
@@ -115,6 +125,44 @@ def store(path: Path, data: bytes) -> None:
     db.close()
 
 
+#: CPU seconds of each process of the last run with this many workers (parent first).
+CPU: dict[int, list[float]] = {}
+
+
+def _cpu_while(process: subprocess.Popen[bytes]) -> list[float]:
+    """The CPU seconds (user + system) of ``process`` and of its children, the last
+    seen of each while it runs (every 50 ms; empty where there is no ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    seen: dict[int, float] = {}
+    while process.poll() is None:
+        pids = [process.pid]
+        try:
+            for task in os.listdir(f"/proc/{process.pid}/task"):
+                with open(f"/proc/{process.pid}/task/{task}/children") as fh:
+                    pids += [int(p) for p in fh.read().split()]
+        except OSError:
+            pass
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            seen[pid] = (int(fields[11]) + int(fields[12])) / tick
+        time.sleep(0.05)
+    return list(seen.values())
+
+
+def shares(path: Path, workers: int) -> list[int]:
+    """The rows of each worker's share of the store: the rows its query reads."""
+    rows = [0] * workers
+    with sqlite3.connect(path) as db:
+        for sender, count in db.execute("SELECT sender_id, COUNT(*) FROM events GROUP BY 1"):
+            rows[partition_of(sender, workers)] += count
+    db.close()
+    return rows
+
+
 def check(
     scenario: Path, events: str, workers: int, out: Path, *, junit: bool = False
 ) -> tuple[float, dict[str, bytes]]:
@@ -126,11 +174,19 @@ def check(
     if junit:
         argv += ["--junit", str(out / "j.xml")]
     started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"workers: check failed ({done.returncode}): {done.stderr.decode()}")
-    files = {"report": done.stdout}
+    # (Into files: a pipe not read while the CPU is sampled would fill and stop it.)
+    with tempfile.TemporaryFile() as got, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(argv, stdout=got, stderr=err)
+        cpu = _cpu_while(process)
+        seconds = time.perf_counter() - started
+        got.seek(0)
+        err.seek(0)
+        stdout, stderr = got.read(), err.read()
+    if not junit:  # (the last timed run's)
+        CPU[workers] = cpu
+    if process.returncode not in (0, 1):
+        raise SystemExit(f"workers: check failed ({process.returncode}): {stderr.decode()}")
+    files = {"report": stdout}
     files["jsonl"] = b"\n".join(sorted((out / "v.jsonl").read_bytes().splitlines()))
     if junit:
         files["junit"] = (out / "j.xml").read_bytes()
@@ -143,6 +199,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sources", choices=["file", "sql", "both"], default="both")
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.rounds = 100, 1
@@ -169,7 +226,13 @@ def main() -> int:
             "JSON-lines file": str(folder / "feed.jsonl"),
             "SQLite event broker": f"sqlite:///{folder / 'store.db'}",
         }
+        if args.sources == "sql":
+            del sources["JSON-lines file"]
+        elif args.sources == "file":
+            del sources["SQLite event broker"]
+        loads: dict[str, tuple[Any, ...]] = {}
         for label, events in sources.items():
+            loads[label] = os.getloadavg() if hasattr(os, "getloadavg") else ()
             times: dict[int, list[float]] = {1: [], 2: []}
             outputs: dict[int, dict[str, bytes]] = {}
             for _ in range(args.rounds):
@@ -183,11 +246,16 @@ def main() -> int:
                 _, outputs[workers] = check(
                     scen, events, workers, folder / f"o{workers}", junit=True
                 )
+            cpu = {n: CPU.get(n, []) for n in (1, 2)}
             differ = [k for k in outputs[1] if outputs[1][k] != outputs[2][k]]
             same = same and not differ
             rows.append((label, times, ", ".join(differ) or "same"))
+            loads[label] = (*loads[label], cpu)
             parts = [tail(scen, events, folder / "tail") for _ in range(args.rounds)]
             tails.append((label, {k: min(p[k] for p in parts) for k in TAIL}))
+        if "SQLite event broker" in sources:
+            share = shares(folder / "store.db", 2)
+            print(f"rows of each of 2 workers' shares of the store: {share} (of {total:,})")
     print()
     print(
         "| source              | 1 worker: best / median s | 2 workers: best / median s | speed-up |"  # noqa: E501
@@ -203,6 +271,13 @@ def main() -> int:
     print()
     for label, _, outcome in rows:
         print(f"{label}: report, JUnit, JSONL of 1 and 2 workers: {outcome}")
+    for label, (*load, cpu) in loads.items():
+        shown = "; ".join(
+            f"{n} worker{'s' * (n > 1)}: " + " + ".join(f"{c:.2f}" for c in cpu[n]) + " s"
+            for n in (1, 2)
+        )
+        print(f"{label}: load average {', '.join(f'{x:.2f}' for x in load)} before; "
+              f"CPU of the last timed run (parent first): {shown}")  # fmt: skip
     print()
     print("the parent's tail under --workers 2 with --jsonl, --junit and --html, best s:")
     width = {k: max(len(k), 6) for k in TAIL}

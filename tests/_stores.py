@@ -3,20 +3,28 @@
 ``TRACKER_STORE`` and ``EVENT_BROKER`` are the tables as Rasa's SQL tracker store
 and SQL event broker create them on SQLite; :func:`make_db` fills one with the
 example conversations; :func:`report` is ``check --format json`` over the
-example scenarios, minus what depends on the source.
+example scenarios, minus what depends on the source; :func:`read_by_workers` is
+what each worker's share of a SQL store fetched and handed on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mantle_stream.cli import main
+from mantle_stream.core.engine.partition import Partition
+from mantle_stream.feeds import SqlOptions, open_feed
+from mantle_stream.feeds.sql_db import Batch, Postgres, Sqlite
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "examples/eval/events/all.jsonl"
@@ -101,3 +109,65 @@ def report(
 
 def from_file(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any]]:
     return report(capsys, str(EVENTS), *extra)
+
+
+def read_by_workers(
+    spec: str, count: int, monkeypatch: pytest.MonkeyPatch, plans: list[str] | None = None
+) -> tuple[list[list[Any]], list[list[bytes]]]:
+    """The ids of the rows each of ``count`` workers' feeds of ``spec`` fetched (the
+    queries of rows with their data), and the lines each handed on; ``plans`` gets
+    SQLite's plan of each of those queries."""
+    fetched: list[Any] = []
+    for kind in (Sqlite, Postgres):
+
+        def fetch(self: Any, query: str, params: Any, most: int, real: Any = kind.fetch) -> Batch:
+            batch: Batch = real(self, query, params, most)
+            if query.startswith("SELECT id, sender_id"):
+                fetched.extend(row[0] for row in batch.rows)
+                if plans is not None and isinstance(self, Sqlite):
+                    shown = self._conn.execute(f"EXPLAIN QUERY PLAN {query}", tuple(params))
+                    plans.append(" / ".join(row[-1] for row in shown))
+            return batch
+
+        monkeypatch.setattr(kind, "fetch", fetch)
+
+    async def lines_of(index: int) -> list[bytes]:
+        lines: list[bytes] = []
+        options = SqlOptions(batch_size=7)
+        async with open_feed(spec, sql=options, partition=Partition(index, count)) as feed:
+            async for chunk in feed:
+                lines += chunk.data.splitlines()
+        return lines
+
+    ids: list[list[Any]] = []
+    handed: list[list[bytes]] = []
+    for index in range(count):
+        fetched.clear()
+        handed.append(anyio.run(lines_of, index))
+        ids.append(list(fetched))
+    return ids, handed
+
+
+@contextlib.contextmanager
+def locked_by_a_writer(db: Path, seconds: float, then: list[str]) -> Iterator[None]:
+    """A writer with a rollback journal holding the database's exclusive lock for
+    ``seconds`` (a long commit), then writing ``then`` before letting go; the body
+    runs while it holds the lock."""
+    locked = threading.Event()
+
+    def write() -> None:
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(seconds)
+        insert(conn, then)
+        conn.execute("COMMIT")
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert locked.wait(5)
+        yield
+    finally:
+        writer.join()

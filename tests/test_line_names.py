@@ -9,7 +9,7 @@ import pytest
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import EventError
 from mantle_stream.core.events.decode import conversation_of
-from mantle_stream.feeds.sql import _conversation, _line
+from mantle_stream.feeds.sql_rows import _conversation, _line
 from mantle_stream.testing import scenario
 
 CASES = [

@@ -7,7 +7,6 @@ file they came from.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import re
@@ -18,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from _stores import (
     example_lines,
     from_file,
     insert,
+    locked_by_a_writer,
     make_db,
     report,
     tracker_row,
@@ -427,37 +427,12 @@ def test_a_wal_database_on_a_read_only_mount_is_read_as_immutable(
     assert proc.stderr.startswith(warning) and proc.stderr.count(warning) == 1, proc.stderr
 
 
-@contextlib.contextmanager
-def _locked_by_a_writer(db: Path, seconds: float, then: list[str]) -> Iterator[None]:
-    """A writer with a rollback journal holding the database's exclusive lock for
-    ``seconds`` (a long commit), then writing ``then`` before letting go; the body
-    runs while it holds the lock."""
-    locked = threading.Event()
-
-    def write() -> None:
-        conn = sqlite3.connect(db, isolation_level=None)
-        conn.execute("BEGIN EXCLUSIVE")
-        locked.set()
-        time.sleep(seconds)
-        insert(conn, then)
-        conn.execute("COMMIT")
-        conn.close()
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    try:
-        assert locked.wait(5)
-        yield
-    finally:
-        writer.join()
-
-
 @pytest.mark.slow  # the lock is held 6 s, past SQLite's own 5 s wait: 12 s in all
 def test_follow_waits_for_a_writers_lock_and_reports_the_wait(tmp_path: Path) -> None:
     lines = example_lines()
     db = make_db(tmp_path / "rasa.db", lines[:10])
     # Longer than SQLite's own default wait (5 s), after which it said "database is locked".
-    with _locked_by_a_writer(db, 6.0, lines[10:]):
+    with locked_by_a_writer(db, 6.0, lines[10:]):
         result = run_cli(
             "check", str(SCENARIOS), "--events", f"follow:sqlite:///{db}",
             "--results", str(RESULTS), "--linger", "1", "--format", "json",
@@ -479,7 +454,7 @@ def test_follow_waits_for_a_writers_lock_and_reports_the_wait(tmp_path: Path) ->
 def test_a_replay_waits_for_a_lock_up_to_its_bound(tmp_path: Path) -> None:
     lines = example_lines()
     db = make_db(tmp_path / "rasa.db", lines[:10])
-    with _locked_by_a_writer(db, 1.5, lines[10:]):
+    with locked_by_a_writer(db, 1.5, lines[10:]):
         with pytest.raises(FeedError, match=r"stayed locked by another connection for \d"):
             anyio.run(collect, f"sqlite:///{db}", SqlOptions(lock_timeout=0.5))
         # Within the bound: the wait ends with the writer's commit, and every row is read.

@@ -260,10 +260,14 @@ def _same_run(one: dict[str, str], many: dict[str, str]) -> None:
         assert [x for x in many_lines if json.loads(x)["conversation_id"] == cid] == mine
 
 
-@pytest.mark.parametrize("source", ["file", "trackers", "sqlite", "broker"])
-def test_two_workers_give_one_process_s_report_junit_html_and_jsonl(
-    tmp_path: Path, source: str
+@pytest.mark.parametrize(
+    ("source", "workers"),
+    [("file", 2), ("trackers", 2), ("sqlite", 2), ("broker", 2), ("sqlite", 3), ("broker", 3)],
+)
+def test_workers_give_one_process_s_report_junit_html_and_jsonl(
+    tmp_path: Path, source: str, workers: int
 ) -> None:
+    # (A SQL store's workers each read their own conversations' rows: test_sql_share.py.)
     if source == "file":
         events = str(EVENTS)
     elif source == "trackers":  # a directory of tracker documents, one per conversation
@@ -280,7 +284,7 @@ def test_two_workers_give_one_process_s_report_junit_html_and_jsonl(
         db = make_db(tmp_path / "rasa.db", example_lines(), broker=source == "broker")
         events = f"sqlite:///{db}"
     one, one_files = _outputs(tmp_path, "one", "--events", events, "--workers", "1")
-    two, two_files = _outputs(tmp_path, "two", "--events", events, "--workers", "2")
+    two, two_files = _outputs(tmp_path, "two", "--events", events, "--workers", str(workers))
     assert one.returncode == 1, one.stderr  # 8 of the 13 recorded runs fail
     assert two.returncode == one.returncode, two.stderr
     assert json.loads(two.stdout)["summary"]["conversations"] == 13

@@ -19,6 +19,7 @@ __all__ = [
     "EventError",
     "FeedError",
     "MantleStreamError",
+    "OneProcessNeeded",
     "ScenarioError",
     "UsageError",
 ]
@@ -82,6 +83,11 @@ class EventError(MantleStreamError):
 
 class FeedError(MantleStreamError):
     """An event source could not be opened or read."""
+
+
+class OneProcessNeeded(FeedError):
+    """A worker's share of a source cannot be read apart from the others' (``check
+    --workers``): the run is judged again in one process, as a bad event's is."""
 
 
 class UsageError(MantleStreamError):

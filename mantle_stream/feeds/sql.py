@@ -34,33 +34,44 @@ looked for once the table is read to its end, and read late or counted
 SQLite is read with the standard library, opened read-only; PostgreSQL with
 psycopg 3, imported only when a ``postgresql://`` spec is used (the
 ``mantle_stream[postgres]`` extra). Every query runs in a worker thread, so
-the event loop never waits on the database.
+the event loop never waits on the database. The connections are
+:mod:`~mantle_stream.feeds.sql_db`'s, a row's line is made by
+:mod:`~mantle_stream.feeds.sql_rows`, the options are
+:mod:`~mantle_stream.feeds.sql_options`'.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import math
 import os
 import sqlite3
-import urllib.parse
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple, Protocol, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import anyio
-import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
-from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import FeedError
-from mantle_stream.core.events.decode import line_names
 from mantle_stream.core.events.model import count_lines
 from mantle_stream.core.urls import redact, secrets_in
 from mantle_stream.feeds.base import Item, QueuedFeed
 from mantle_stream.feeds.interface import Chunk
 from mantle_stream.feeds.lines import split_lines
+from mantle_stream.feeds.sql_db import (
+    BUSY_SECONDS,
+    FETCH_ROWS,
+    TABLE,
+    Database,
+    Postgres,
+    Sqlite,
+    column_problem,
+    database_errors,
+    identity,
+    locked,
+)
+from mantle_stream.feeds.sql_options import SqlOptions, parse_since
+from mantle_stream.feeds.sql_rows import _conversation, _line, _raw, plain_lines
+from mantle_stream.feeds.sql_share import Share, check_row, check_rows, share
 
 __all__ = [
     "SQL_PREFIXES",
@@ -73,17 +84,11 @@ __all__ = [
 
 #: The spec prefixes this module reads (after an optional ``follow:``).
 SQL_PREFIXES = ("sqlite://", "postgresql://", "postgres://")
-#: The table Rasa's SQL tracker store and SQL event broker write.
-TABLE = "events"
-_NEEDED = ("id", "sender_id", "data")
-_CUT_KEEP = 200
 _INSTALL = 'pip install "mantle_stream[postgres]"'
 _T = TypeVar("_T")
 #: The data a batch of rows holds at most (about; at least one row): the feed then
 #: holds a few times this, whatever the size of a row.
 BATCH_BYTES = 4 << 20
-#: Rows taken from a cursor at a time, while the bytes are counted.
-_FETCH_ROWS = 16
 #: Rows asked for by the first query, before their size is known.
 _FIRST_ROWS = 100
 #: The ids of the last rows read that are kept, to read a row written below them later.
@@ -97,171 +102,9 @@ _LOOK_WHOLE_EVERY = 60.0
 _NAMED = 5
 
 
-@dataclasses.dataclass(frozen=True)
-class SqlOptions:
-    """What a SQL source reads.
-
-    ``conversations``: only rows of these ``sender_id`` values (all when
-    empty); ``since``: only rows whose ``timestamp`` column (seconds since the
-    epoch) is at or after it; ``batch_size`` rows per query;
-    ``poll_interval`` seconds between looks for new rows under ``follow:``;
-    ``partition``: only the conversations (by ``sender_id``) it owns.
-    """
-
-    conversations: tuple[str, ...] = ()
-    since: float | None = None
-    batch_size: int = 5000
-    poll_interval: float = 0.5
-    #: One worker's share (``check --workers``): rows of other conversations are
-    #: read but not decoded.
-    partition: Partition | None = None
-    #: Told what the user should know about how the database is read (a WAL
-    #: database on a read-only file system, read as immutable; a writer's lock
-    #: waited for).
-    on_notice: Callable[[str], object] | None = None
-    #: How long a replay waits for a writer's lock before it gives up (a followed
-    #: database waits as long as it takes: a follow never ends on a lock).
-    lock_timeout: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {self.batch_size!r}")
-        if not self.poll_interval > 0:
-            raise ValueError(f"poll_interval must be positive, not {self.poll_interval!r}")
-        if self.since is not None and not math.isfinite(self.since):
-            raise ValueError(f"since must be a finite time, not {self.since!r}")
-        if not self.lock_timeout >= 0:
-            raise ValueError(f"lock_timeout must be at least 0, not {self.lock_timeout!r}")
-
-
-def parse_since(text: str) -> float:
-    """``--since``: seconds since the epoch, or an ISO 8601 time (UTC when it names no zone)."""
-    try:
-        value = float(text)
-    except ValueError:
-        pass
-    else:
-        if math.isfinite(value):
-            return value
-        raise ValueError(f"--since: expected a time, got `{text}`")
-    try:
-        when = datetime.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"--since: expected an ISO 8601 time (2026-12-01T09:00:00Z) or seconds since "
-            f"the epoch, got `{text}`"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return when.timestamp()
-
-
 def is_sql_spec(spec: str) -> bool:
     """Whether ``spec`` (without ``follow:``) names a SQL database."""
     return spec.startswith(SQL_PREFIXES)
-
-
-class _Batch(NamedTuple):
-    """Rows of one query, in id order; ``cut``: fewer than asked for, because they
-    reached the byte bound (the table may go on)."""
-
-    rows: list[tuple[Any, ...]]
-    size: int  # bytes of their data column
-    cut: bool
-
-
-class _Cursor(Protocol):
-    def fetchmany(self, size: int) -> list[Any]: ...
-
-    def close(self) -> None: ...
-
-
-def _take(cursor: _Cursor, max_bytes: int) -> _Batch:
-    """Rows from ``cursor``, a few at a time, until ``max_bytes`` of data are taken
-    (at least one row): a table of 300 KB events must not arrive 5,000 at once."""
-    rows: list[tuple[Any, ...]] = []
-    size = 0
-    try:
-        while size < max_bytes:
-            some = cursor.fetchmany(_FETCH_ROWS)
-            if not some:
-                return _Batch(rows, size, cut=False)
-            rows += some
-            size += sum(_data_size(row[-1]) for row in some)
-        return _Batch(rows, size, cut=True)
-    finally:
-        cursor.close()
-
-
-def _data_size(data: Any) -> int:  # (of a row's last column: data, or an id alone)
-    return len(data) if isinstance(data, str | bytes | bytearray) else 64
-
-
-class _Database(Protocol):
-    """One connection, used from one worker thread at a time."""
-
-    placeholder: str
-    data: str  # the column's expression in the query
-
-    def columns(self) -> set[str]: ...
-
-    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch: ...
-
-    def close(self) -> None: ...
-
-
-#: How long one SQLite call waits for a lock (its busy handler) before the feed
-#: looks again: short, so that a wait can be given up on or interrupted.
-_BUSY_SECONDS = 0.25
-#: SQLite's primary result codes for a lock held by another connection.
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
-
-
-def _locked(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite saying another connection holds the lock (a writer
-    mid-commit with a rollback journal): worth waiting for, not a broken source."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return (
-        isinstance(exc, sqlite3.OperationalError)
-        and code is not None
-        and ((code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED))
-    )
-
-
-class _Sqlite:
-    placeholder = "?"
-    # As bytes: what the decoder reads (text would be decoded, then encoded again).
-    data = "CAST(data AS BLOB)"
-
-    def __init__(self, path: str) -> None:
-        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-        #: Said to the user when the database could only be opened as immutable.
-        self.notice: str | None = None
-        self._conn = _connect_sqlite(uri)
-        try:
-            self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        except sqlite3.OperationalError as exc:
-            if _locked(exc) or not _in_wal_mode(path):
-                self._conn.close()
-                raise
-            # `mode=ro` must create the -shm file beside a WAL database, which a
-            # read-only file system refuses. Immutable, it is read as it is.
-            self._conn.close()
-            self._conn = _connect_sqlite(uri + "&immutable=1")
-            self.notice = (
-                f"`{path}` is a WAL database that cannot be opened read-only here (a "
-                "read-only file system?): read as immutable, so rows written to it "
-                "while it is read are not seen"
-            )
-
-    def columns(self) -> set[str]:
-        return {row[1] for row in self._conn.execute(f"PRAGMA table_info({TABLE})")}
-
-    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch:
-        return _take(self._conn.execute(query, tuple(params)), max_bytes)
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 def _rows(n: int) -> str:
@@ -279,114 +122,6 @@ def _ids(ids: Iterable[Any]) -> str:
     return head + (f" and {len(shown) - _NAMED} more" if len(shown) > _NAMED else "")
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    """Which file ``path`` names (device, inode), None when there is none."""
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
-
-
-def _connect_sqlite(uri: str) -> sqlite3.Connection:
-    # Used from anyio's worker threads, one call at a time.
-    return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=_BUSY_SECONDS)
-
-
-def _in_wal_mode(path: str) -> bool:
-    """Whether the SQLite file at ``path`` says it is in WAL mode (its header's
-    format versions, bytes 18 and 19, are 2)."""
-    try:
-        with open(path, "rb") as fh:
-            header = fh.read(20)
-    except OSError:
-        return False
-    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
-
-
-class _Postgres:
-    placeholder = "%s"
-    data = "data"
-
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        self._conn = psycopg.connect(url, connect_timeout=10, autocommit=True)
-
-    def columns(self) -> set[str]:
-        rows = self._conn.execute(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_name = %s AND table_schema = ANY(current_schemas(false))",
-            (TABLE,),
-        ).fetchall()
-        return {row[0] for row in rows}
-
-    def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> _Batch:
-        # (psycopg's cursor holds the whole answer already: the LIMIT, sized by the
-        # rows seen so far, is what bounds it.)
-        return _take(self._conn.execute(query, tuple(params)), max_bytes)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-def _database_errors() -> tuple[type[Exception], ...]:
-    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
-    try:
-        import psycopg
-    except ImportError:
-        return errors
-    return (*errors, psycopg.Error)
-
-
-_encode = msgspec.json.Encoder().encode
-
-
-def _raw(data: Any) -> bytes:
-    """A row's ``data`` column as JSON bytes."""
-    if isinstance(data, str):
-        return data.encode()
-    if isinstance(data, bytes | bytearray | memoryview):
-        return bytes(data)
-    return _encode(data)  # a json/jsonb column comes decoded, NULL as None
-
-
-def _conversation(raw: bytes, sender_id: Any, limit: int) -> str | None:
-    """The conversation the row's line (:func:`_line`) will name, found without decoding
-    it whole; None when the line will not be an event that names one (a bad row)."""
-    if len(raw) > limit:
-        return None  # cut off: a bad event
-    names = line_names(raw)
-    if names is None:
-        return None  # not an object of these types: judged bad, or looked at whole
-    # What it names (the one rule), else the row's sender_id, which _line gives it.
-    return names.conversation() or (sender_id if isinstance(sender_id, str) and sender_id else None)
-
-
-def _line(raw: bytes, sender_id: Any, limit: int) -> bytes:
-    """One row's ``data`` (:func:`_raw`) as one JSON line naming its conversation."""
-    if len(raw) <= limit and b"\n" not in raw and b"\r" not in raw:
-        names = line_names(raw)  # None: not an object of these types: looked at whole below
-        if names is not None and names.conversation():
-            return raw + b"\n"  # names its conversation: as it is
-    try:
-        row = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        row = None  # the decoder says what is wrong with it, at this row
-    if isinstance(row, dict) and isinstance(sender_id, str):
-        if "event" in row and not row.get("sender_id") and not row.get("conversation_id"):
-            row["sender_id"] = sender_id
-            raw = _encode(row)
-        elif "event" not in row and not row.get("conversation_id"):
-            row["conversation_id"] = sender_id
-            raw = _encode(row)
-    if b"\n" in raw or b"\r" in raw:  # pretty-printed: one line of its own
-        raw = _encode(row) if row is not None else raw.replace(b"\r", b" ").replace(b"\n", b" ")
-    if len(raw) > limit:
-        raw = b"<line cut off: longer than %d bytes> %s" % (limit, raw[:_CUT_KEEP])
-    return raw + b"\n"
-
-
 class SqlFeed(QueuedFeed):
     """Table ``events`` of a SQLite or PostgreSQL database, in ``id`` order.
 
@@ -402,7 +137,7 @@ class SqlFeed(QueuedFeed):
         super().__init__(redact(spec), live=live, max_line_bytes=max_line_bytes, ordered=True)
         self._url = url
         self._options = options
-        self._db: _Database | None = None
+        self._db: Database | None = None
         self._where = f"{redact(url)} (table {TABLE}, row id)"
         self._secrets = tuple(secrets_in(url))
         self._rows = 0  # rows read so far, in id order
@@ -411,6 +146,7 @@ class SqlFeed(QueuedFeed):
         self._path: str | None = None  # a SQLite file's path, and which file it named
         self._file: tuple[int, int] | None = None
         self._replaced = 0  # times the SQLite file was deleted and created again
+        self._share: Share | None = None  # this worker's rows alone (sql_share)
         self._forget_ids()
         self._longest_wait = 0.0
 
@@ -427,11 +163,11 @@ class SqlFeed(QueuedFeed):
             try:
                 result = await anyio.to_thread.run_sync(call, *args)
             except sqlite3.OperationalError as exc:
-                if not _locked(exc):
+                if not locked(exc):
                     raise
                 now = anyio.current_time()
                 if began is None:
-                    began = now - _BUSY_SECONDS
+                    began = now - BUSY_SECONDS
                     if not self._lock_waits:  # (said once; the report counts them all)
                         self._say(
                             f"`{self.name}` is locked by another connection (a writer): waiting"
@@ -443,7 +179,7 @@ class SqlFeed(QueuedFeed):
                         f"connection for {waited:.1f} s (more than {self._options.lock_timeout:g} "
                         "s); follow: waits as long as it takes"
                     ) from None
-                await anyio.sleep(min(self._options.poll_interval, _BUSY_SECONDS))
+                await anyio.sleep(min(self._options.poll_interval, BUSY_SECONDS))
                 continue
             if began is not None:
                 self._waited(anyio.current_time() - began)
@@ -465,9 +201,9 @@ class SqlFeed(QueuedFeed):
         if say is not None and (partition is None or partition.index == 0):
             say(message)
 
-    def _connect(self) -> _Database:
+    def _connect(self) -> Database:
         url, shown = self._url, redact(self._url)
-        db: _Database
+        db: Database
         if url.startswith("sqlite://"):
             path = url.removeprefix("sqlite://")
             if not path.startswith("/") or path == "/":
@@ -480,14 +216,14 @@ class SqlFeed(QueuedFeed):
                 problem = "Is a directory" if os.path.isdir(path) else "No such file"
                 raise FeedError(f"cannot read events from `{shown}`: {problem}: `{path}`")
             try:
-                sqlite = db = _Sqlite(path)
+                sqlite = db = Sqlite(path)
             except sqlite3.Error as exc:
-                if _locked(exc):
+                if locked(exc):
                     raise  # waited for (_patiently)
                 raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
             if sqlite.notice:
                 self._say(sqlite.notice)
-            self._file = _identity(path)
+            self._file = identity(path)
         else:
             try:
                 import psycopg
@@ -497,40 +233,22 @@ class SqlFeed(QueuedFeed):
                     f"install it with `{_INSTALL}`"
                 ) from None
             try:
-                db = _Postgres(url)
+                db = Postgres(url)
             except psycopg.Error as exc:
                 message = " ".join(str(exc).split())
                 raise FeedError(f"cannot connect to `{shown}`: {message}") from None
         try:
             columns = db.columns()
-        except _database_errors() as exc:
+        except database_errors() as exc:
             db.close()
-            if _locked(exc):
+            if locked(exc):
                 raise  # waited for (_patiently)
             raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
-        self._check_columns(columns, shown, db)
-        return db
-
-    def _check_columns(self, columns: set[str], shown: str, db: _Database) -> None:
-        problem = None
-        if not columns:
-            problem = (
-                f"there is no table `{TABLE}` (is it the database of a Rasa SQL "
-                "tracker store or SQL event broker?)"
-            )
-        elif missing := [c for c in _NEEDED if c not in columns]:
-            problem = (
-                f"table `{TABLE}` has no column {', '.join(f'`{c}`' for c in missing)}; "
-                f"expected Rasa's `{TABLE}(id, sender_id, data, ...)`"
-            )
-        elif self._options.since is not None and "timestamp" not in columns:
-            problem = (
-                f"--since needs a `timestamp` column, and table `{TABLE}` has none "
-                "(an event broker's table: only a tracker store's rows carry one)"
-            )
-        if problem is not None:
+        wrong = column_problem(columns, since=self._options.since is not None)
+        if wrong is not None:
             db.close()
-            raise FeedError(f"cannot read events from `{shown}`: {problem}")
+            raise FeedError(f"cannot read events from `{shown}`: {wrong}")
+        return db
 
     def _query(self, *, first: bool = False) -> tuple[str, list[Any]]:
         """The query of a batch: after the last id read, or (``first``) from the
@@ -546,8 +264,9 @@ class SqlFeed(QueuedFeed):
         )
         return query, params
 
-    def _filters(self) -> tuple[list[str], list[Any]]:
-        """The conditions on rows other than their id (``conversations``, ``since``)."""
+    def _filters(self, *, shared: bool = True) -> tuple[list[str], list[Any]]:
+        """The conditions on rows other than their id (``conversations``, ``since``,
+        and with ``shared`` this worker's share: :mod:`~mantle_stream.feeds.sql_share`)."""
         assert self._db is not None
         mark = self._db.placeholder
         where: list[str] = []
@@ -559,6 +278,8 @@ class SqlFeed(QueuedFeed):
         if self._options.since is not None:
             where.append(f'"timestamp" >= {mark}')
             params.append(self._options.since)
+        if shared and self._share is not None:
+            where.append(self._share.condition)
         return where, params
 
     async def _produce(self, send: MemoryObjectSendStream[Item]) -> None:
@@ -567,13 +288,17 @@ class SqlFeed(QueuedFeed):
                 await self._read(send)
             except FeedError as exc:
                 self._error = exc
-            except _database_errors() as exc:
+            except database_errors() as exc:
                 message = " ".join(str(exc).split())
                 self._error = FeedError(f"cannot read events from `{self.name}`: {message}")
 
     async def _read(self, send: MemoryObjectSendStream[Item]) -> None:
         db = self._db
         assert db is not None
+        partition = self._options.partition
+        if partition is not None and not self.live:  # (a followed table is read whole)
+            where, params = self._filters()
+            self._share = await self._patiently(share, db, partition, where, params)
         start, _ = self._query(first=True)
         query, params = self._query()
         most = self._options.batch_size
@@ -596,6 +321,9 @@ class SqlFeed(QueuedFeed):
                 for chunk in self._chunks(rows):
                     await send.send(chunk)
                 del rows  # (not held while the next batch is read)
+            mine = self._share
+            if ended and mine is not None and await self._patiently(mine.grow, db):
+                continue  # (conversations begun while it was read: their rows too)
             if ended and last is not None and await self._looked_back(db, last, send):
                 continue  # (what a look back found may not be all: look again at once)
             if ended:
@@ -610,6 +338,9 @@ class SqlFeed(QueuedFeed):
 
     def _chunks(self, rows: list[tuple[Any, ...]]) -> list[Chunk]:
         """Rows as chunks, each line numbered by its row id."""
+        plain = self._plain(rows)
+        if plain is not None:
+            return self._numbered(*plain)
         partition = self._options.partition
         ids: list[int] = []
         lines: list[bytes] = []
@@ -617,7 +348,11 @@ class SqlFeed(QueuedFeed):
         for row_id, sender_id, data in rows:
             self._rows += 1
             self._remember(row_id)
-            if self._by_place or not isinstance(row_id, int) or isinstance(row_id, bool):
+            raw = _raw(data)
+            if self._share is not None:  # only this worker's rows are read: each checked
+                assert partition is not None
+                check_row(partition, row_id, _conversation(raw, sender_id, limit))
+            elif self._by_place or not isinstance(row_id, int) or isinstance(row_id, bool):
                 # A text or UUID id is no line number: rows are numbered by their
                 # place in id order from the first that is not an integer on.
                 if not self._by_place:
@@ -627,8 +362,7 @@ class SqlFeed(QueuedFeed):
                     self.ordered = False
                     self._where = f"{redact(self._url)} (table {TABLE}, row in id order)"
                 row_id = self._rows
-            raw = _raw(data)
-            if partition is not None:
+            if partition is not None and self._share is None:
                 # By the conversation the line names, as the evaluator reads it (a row
                 # that names none, or is bad, is worker 0's, which reports it).
                 cid = _conversation(raw, sender_id, limit)
@@ -636,9 +370,33 @@ class SqlFeed(QueuedFeed):
                     continue
             ids.append(int(row_id))
             lines.append(_line(raw, sender_id, limit))
+        return self._numbered(b"".join(lines), ids)
+
+    def _plain(self, rows: list[tuple[Any, ...]]) -> tuple[bytes, list[int]] | None:
+        """The rows' lines and ids at once, when every row is one line naming its
+        conversation with an integer id (:func:`plain_lines`: a store Mantle wrote)
+        and every row is kept; None: each row is looked at (:meth:`_chunks`)."""
+        partition = self._options.partition
+        if self._by_place or (partition is not None and self._share is None):
+            return None
+        ids = [row[0] for row in rows]
+        if not all(type(i) is int for i in ids):
+            return None
+        plain = plain_lines([row[2] for row in rows], self._max_line_bytes)
+        if plain is None:
+            return None
+        data, conversations = plain
+        if partition is not None:
+            check_rows(partition, ids, conversations)
+        self._rows += len(ids)
+        self._remember_all(ids)
+        return data, ids
+
+    def _numbered(self, data: bytes, ids: list[int]) -> list[Chunk]:
+        """``data``'s lines as chunks, each line numbered by its row id (``ids``)."""
         chunks: list[Chunk] = []
         done = 0
-        for piece in split_lines(b"".join(lines)):
+        for piece in split_lines(data):
             n = count_lines(piece)
             numbers = ids[done : done + n]
             done += n
@@ -656,6 +414,15 @@ class SqlFeed(QueuedFeed):
         self._null = 0  # rows with no id (NULL): never read
         self._next_look = self._next_whole = 0.0
 
+    def _remember_all(self, row_ids: list[int]) -> None:
+        """:meth:`_remember` of each of ``row_ids``."""
+        self._recent.extend(row_ids)
+        self._recent_set.update(row_ids)
+        over = len(self._recent) - LOOK_BACK_ROWS
+        if over > 0:
+            popleft = self._recent.popleft
+            self._recent_set.difference_update([popleft() for _ in range(over)])
+
     def _remember(self, row_id: Any) -> None:
         self._recent.append(row_id)
         self._recent_set.add(row_id)
@@ -663,7 +430,7 @@ class SqlFeed(QueuedFeed):
             self._recent_set.discard(self._recent.popleft())
 
     async def _looked_back(
-        self, db: _Database, last: Any, send: MemoryObjectSendStream[Item]
+        self, db: Database, last: Any, send: MemoryObjectSendStream[Item]
     ) -> bool:
         """Rows the reading in id order passed by: written after rows with higher ids
         were read (PostgreSQL transactions that commit out of order, ids given by
@@ -672,18 +439,38 @@ class SqlFeed(QueuedFeed):
         often when counting takes long): rows are counted at or below the last id
         read; more than were read means some were passed by. Those among the last
         :data:`LOOK_BACK_ROWS` ids read are read now (True: handed on); older
-        ones, and rows with no id, are counted and named in :attr:`notices`.
-        (A row deleted meanwhile hides one written: counts cannot tell them apart.)"""
+        ones, and rows with no id, are counted and named in :attr:`notices`
+        (:meth:`_look_whole`). (A row deleted meanwhile hides one written: counts
+        cannot tell them apart.)"""
         began = anyio.current_time()
         if self.live and began < self._next_look:
             return False
+        floor = self._recent[0] if self._recent else last  # (before found rows are read)
+        found = await self._passed_by(db, floor, last)
+        if found:
+            self._late += len(found)
+            self._notice(
+                "late",
+                f"`{self.name}`: {_rows(self._late)} written after rows with higher ids "
+                f"were read, read late (ids {_ids(r[0] for r in found)})",
+            )
+            for chunk in self._chunks(found):
+                await send.send(chunk)
         # Among the last ids read (cheap: a range of the id index) every look; the whole
         # table, and rows with no id, rarely (a count can read the whole table).
-        whole = not self.live or began >= self._next_whole
+        if not self.live or began >= self._next_whole:
+            await self._look_whole(db, floor, last)
+            self._next_whole = anyio.current_time() + max(
+                _LOOK_WHOLE_EVERY, 100 * (anyio.current_time() - began)
+            )
+        self._next_look = anyio.current_time() + _LOOK_EVERY
+        return bool(found)
+
+    async def _passed_by(self, db: Database, floor: Any, last: Any) -> list[tuple[Any, ...]]:
+        """The rows among the last :data:`LOOK_BACK_ROWS` ids read (``floor`` to
+        ``last``) that were not read: counted, and when more than were read, fetched."""
         mark = db.placeholder
         where, params = self._filters()
-        found: list[tuple[Any, ...]] = []
-        floor = self._recent[0] if self._recent else last
         everything = len(self._recent_set) >= self._rows  # every id read is at hand
         if everything:
             near_where, near_params = [f"id <= {mark}", *where], [last, *params]
@@ -699,8 +486,8 @@ class SqlFeed(QueuedFeed):
             )
         except TypeError:  # ids of several types in one column: not compared here
             seen = near
-        passed_by = near - seen
-        if passed_by > 0:
+        found: list[tuple[Any, ...]] = []
+        if near - seen > 0:
             ids = await self._patiently(
                 db.fetch,
                 f"SELECT id FROM {TABLE} WHERE {' AND '.join(near_where)}",
@@ -708,25 +495,20 @@ class SqlFeed(QueuedFeed):
                 BATCH_BYTES,
             )
             new = [row[0] for row in ids.rows if row[0] not in self._recent_set]
-            for start in range(0, len(new), _FETCH_ROWS):  # (a few rows: bounded bytes)
-                some = new[start : start + _FETCH_ROWS]
+            for start in range(0, len(new), FETCH_ROWS):  # (a few rows: bounded bytes)
+                some = new[start : start + FETCH_ROWS]
                 query = (
                     f"SELECT id, sender_id, {db.data} FROM {TABLE} WHERE id IN "
                     f"({', '.join([mark] * len(some))}) ORDER BY id"
                 )
                 found += (await self._patiently(db.fetch, query, some, 1 << 62)).rows
-        if found:
-            self._late += len(found)
-            self._notice(
-                "late",
-                f"`{self.name}`: {_rows(self._late)} written after rows with higher ids "
-                f"were read, read late (ids {_ids(r[0] for r in found)})",
-            )
-            for chunk in self._chunks(found):
-                await send.send(chunk)
-        if not whole:
-            self._next_look = anyio.current_time() + _LOOK_EVERY
-            return bool(found)
+        return found
+
+    async def _look_whole(self, db: Database, floor: Any, last: Any) -> None:
+        """Rows below the last :data:`LOOK_BACK_ROWS` ids read that were not read, and
+        rows with no id: counted over the whole table and named in :attr:`notices`."""
+        mark = db.placeholder
+        where, params = self._filters()
         total = await self._count_rows(db, [f"id <= {mark}", *where], [last, *params])
         missed = total - self._rows - self._missed
         if missed > 0:
@@ -736,6 +518,10 @@ class SqlFeed(QueuedFeed):
                 f"`{self.name}`: {_rows(self._missed)} written with ids below the last "
                 f"{LOOK_BACK_ROWS:,} read (below id {floor}) {_were(self._missed)} not read",
             )
+        partition = self._options.partition
+        if self._share is not None and partition is not None and partition.index > 0:
+            return  # (worker 0 counts them in the whole table, as one process does)
+        where, params = self._filters(shared=False)
         null = await self._count_rows(db, ["id IS NULL", *where], params)
         if null > self._null:
             self._null = null
@@ -754,12 +540,8 @@ class SqlFeed(QueuedFeed):
                 f"`{self.name}`: {_rows(null)} with no id (NULL) {_were(null)} not read: "
                 f"no place in id order (conversations {named}{more})",
             )
-        now = anyio.current_time()
-        self._next_look = now + _LOOK_EVERY
-        self._next_whole = now + max(_LOOK_WHOLE_EVERY, 100 * (now - began))
-        return bool(found)
 
-    async def _count_rows(self, db: _Database, where: list[str], params: list[Any]) -> int:
+    async def _count_rows(self, db: Database, where: list[str], params: list[Any]) -> int:
         query = f"SELECT COUNT(*) FROM {TABLE} WHERE {' AND '.join(where)}"
         batch = await self._patiently(db.fetch, query, params, BATCH_BYTES)
         return int(batch.rows[0][0])
@@ -777,7 +559,7 @@ class SqlFeed(QueuedFeed):
         from its first row. A file deleted and not yet created again is read on."""
         if self._path is None or self._file is None:
             return False
-        now = await anyio.to_thread.run_sync(_identity, self._path)
+        now = await anyio.to_thread.run_sync(identity, self._path)
         if now is None or now == self._file:
             return False
         old, self._db = self._db, None

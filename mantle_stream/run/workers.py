@@ -2,8 +2,9 @@
 
 Every worker reads the whole source and judges the conversations a stable
 hash of their id gives it (:class:`~mantle_stream.core.engine.partition.Partition`:
-lines of the others are dropped before they are decoded; a SQL store skips
-their rows). Each hands back what it judged (:class:`JudgedConversations`, with the
+lines of the others are dropped before they are decoded; a SQL store's worker
+reads only its conversations' rows: :mod:`mantle_stream.feeds.sql_share`). Each
+hands back what it judged (:class:`JudgedConversations`, with the
 verdict lines when ``--jsonl`` asked for them) through a pipe, and counts its
 progress in shared memory for the progress bar. The merge lists conversations
 in the order they first appear in the feed, as one process does, so the
@@ -239,6 +240,8 @@ def _merge(
     interrupted: bool,
 ) -> WorkersOutcome | None:
     done: list[_Done] = []
+    if any(isinstance(m, _Failed) and m.kind == "OneProcessNeeded" for m in received.values()):
+        return None  # a SQL store's share could not be read apart: judged in one process
     for index in sorted(received):
         message = received[index]
         if isinstance(message, _Failed):

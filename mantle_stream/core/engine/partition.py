@@ -71,6 +71,26 @@ class Partition:
             self._see(conversation_id)
         return conversation_id in self._mine
 
+    def place(self, conversation_id: str, key: int) -> bool:
+        """:meth:`owns`, for a worker that reads only its own conversations (a SQL
+        store's share): a new conversation is numbered ``key``, its first row's id,
+        which orders it among every worker's as numbering every row read would."""
+        if conversation_id not in self.ordinals:
+            self.ordinals[conversation_id] = key
+            if partition_of(conversation_id, self.count) == self.index:
+                self._mine.add(conversation_id)
+        return conversation_id in self._mine
+
+    def place_all(self, conversation_ids: list[str], keys: list[int]) -> bool:
+        """:meth:`place` of each conversation with its key, in order: whether this
+        worker judges them all."""
+        ordinals = self.ordinals
+        if not ordinals.keys() >= set(conversation_ids):
+            for cid, key in zip(conversation_ids, keys, strict=True):
+                if cid not in ordinals:
+                    self.place(cid, key)
+        return self._mine.issuperset(conversation_ids)
+
     def _see(self, conversation_id: str) -> None:
         self.ordinals[conversation_id] = len(self.ordinals)
         if partition_of(conversation_id, self.count) == self.index:
