@@ -192,7 +192,7 @@ _DEMO_RUNS: dict[tuple[int, int], tuple[int, bytes]] = {}
 def demo_on(columns: int, rows: int) -> tuple[int, bytes]:
     """``mantle-stream demo`` on a terminal of that size (run once per size per module)."""
     if (columns, rows) not in _DEMO_RUNS:
-        code, shown, _ = terminal(["demo", "--speed", "3"], columns=columns, rows=rows)
+        code, shown, _ = terminal(["demo", "--speed", "6"], columns=columns, rows=rows)
         _DEMO_RUNS[columns, rows] = code, shown
     return _DEMO_RUNS[columns, rows]
 
