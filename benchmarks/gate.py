@@ -15,7 +15,10 @@ seconds; 0.02 s here is enough for the gate's tracker read to finish first);
 with ``--think 0`` the next message waits for that read too, and the row says
 so. The gate's CPU per turn (its process's user and system time from the
 warm-up's end to the last turn, over the turns: forwarding, tracker reads
-and judging) is a figure the machine's load moves less than the times.
+and judging) is a figure the machine's load moves less than the times. Beside the gate,
+the same turns through a bare TCP relay (``benchmarks/_relay.py``: bytes
+copied both ways, nothing parsed) show the floor: what any proxy in a process
+of its own adds on this machine, the gate's own cost being the rest.
 Then ``--runs`` runs at once through the gate, ``--crowd-think`` seconds (3)
 between turns (an LLM user's pace; Rasa plays at most 8 at once): every one
 must end with no error, stopped exactly where a run alone is.
@@ -97,11 +100,15 @@ def _quantiles(samples: list[float]) -> tuple[float, float]:
 
 
 @contextlib.asynccontextmanager
-async def _gate(upstream: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """``mantle-stream gate`` in a process of its own, as a team runs it; its address,
-    then (once the block is over and the gate interrupted) its JSON report."""
+async def _gate(upstream: str, relay: bool = False) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """``mantle-stream gate`` in a process of its own, as a team runs it (or the bare
+    relay); its address, then (once the block is over and it is interrupted) its JSON
+    report."""
     command = [sys.executable, "-m", "mantle_stream", "gate", str(EXAMPLES / "scenarios"),
                "--upstream", upstream, "--listen", "127.0.0.1:0", "--format", "json"]  # fmt: skip
+    if relay:
+        command = [sys.executable, str(Path(__file__).with_name("_relay.py")),
+                   upstream.removeprefix("http://")]  # fmt: skip
     process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stderr is not None and process.stdout is not None
     address = (await process.stderr.receive()).decode().splitlines()[0].strip()
@@ -119,12 +126,13 @@ async def _gate(upstream: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
 
 
 async def _through(runs: list[SimulatedRun], recorded: Any, *, gate: bool, think: float,
-                   concurrency: int) -> tuple[list[float], dict[str, Any]]:  # fmt: skip
+                   concurrency: int, relay: bool = False,
+                   ) -> tuple[list[float], dict[str, Any]]:  # fmt: skip
     async with serving(_agent_for(runs, recorded)) as upstream:
         if not gate:
             await play(upstream, runs, concurrency=concurrency, think=think)
             return [t for r in runs for t in r.first_text], {}
-        async with _gate(upstream) as (address, report):
+        async with _gate(upstream, relay) as (address, report):
             async with httpx.AsyncClient(trust_env=False) as client:
                 for _ in range(20):  # the first requests import and warm what serves them
                     await client.get(f"{address}/status")
@@ -143,16 +151,21 @@ async def main(args: argparse.Namespace) -> None:
                                    think=think, concurrency=1)  # fmt: skip
         through, used = await _through(_runs(recorded, args.rounds), recorded, gate=True,
                                        think=think, concurrency=1)  # fmt: skip
+        relayed, _ = await _through(_runs(recorded, args.rounds), recorded, gate=True,
+                                    think=think, concurrency=1, relay=True)  # fmt: skip
         d50, d99 = _quantiles(direct)
         g50, g99 = _quantiles(through)
-        rows.append((think, len(through), d50, d99, g50, g99, used["cpu"] / len(through)))
+        r50, r99 = _quantiles(relayed)
+        rows.append((think, len(through), d50, d99, g50, g99, r50 - d50, r99 - d99,
+                     used["cpu"] / len(through)))  # fmt: skip
     print("\n| think (s) | turns | direct median / p99 (ms) | gate median / p99 (ms) "
-          "| added median / p99 (ms) | gate CPU / turn (ms) |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|")
-    for think, n, d50, d99, g50, g99, cpu in rows:
+          "| added median / p99 (ms) | bare relay added (ms) | gate CPU / turn (ms) |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for think, n, d50, d99, g50, g99, r50, r99, cpu in rows:
         added = f"{(g50 - d50) * 1e3:+.2f} / {(g99 - d99) * 1e3:+.2f}"
         print(f"| {think:g} | {n:,} | {d50 * 1e3:.2f} / {d99 * 1e3:.2f} | {g50 * 1e3:.2f} / "
-              f"{g99 * 1e3:.2f} | {added} | {cpu * 1e3:.2f} |")  # fmt: skip
+              f"{g99 * 1e3:.2f} | {added} | {r50 * 1e3:+.2f} / {r99 * 1e3:+.2f} "
+              f"| {cpu * 1e3:.2f} |")  # fmt: skip
     # Many at once: every run ends, none errors, each stopped as when it runs alone.
     alone = _runs(recorded, 1)
     await _through(alone, recorded, gate=True, think=0.0, concurrency=1)

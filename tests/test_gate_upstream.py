@@ -15,7 +15,6 @@ from __future__ import annotations
 import shutil
 import ssl
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -263,18 +262,7 @@ async def _first_read(base: str) -> bytes:
             return await sock.receive()
 
 
-@pytest.mark.parametrize("parser", ["httptools", "h11"])
-async def test_a_replys_head_leaves_with_its_first_line(
-    parser: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if parser == "h11":  # as where httptools is not installed: uvicorn's h11 protocol
-        monkeypatch.setitem(sys.modules, "httptools", None)
-        monkeypatch.setitem(sys.modules, "uvicorn.protocols.http.httptools_impl", None)
-    protocol = wire.gate_protocol()
-    assert (
-        protocol.__mro__[1].__name__
-        == {"httptools": "HttpToolsProtocol", "h11": "H11Protocol"}[parser]
-    )
+async def test_a_replys_head_leaves_with_its_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wire, "HOLD", 5.0)  # however slow the machine: the line comes first
     agent = Agent(lambda _r, _n: [NDJSON_HEAD, *LINES], between=lambda: anyio.sleep(0.05))
     async with gate_before(agent) as base:
@@ -346,6 +334,80 @@ async def test_a_request_goes_with_its_length_and_the_base_urls_path() -> None:
     [(request, body)] = agent.requests
     assert request.target == b"/agent/x?a=1" and body == b""
     assert dict(request.headers)[b"content-length"] == b"0"
+
+
+async def test_an_informational_reply_before_the_final_one_is_skipped() -> None:
+    agent = Agent(lambda _r, _n: b"HTTP/1.1 100 Continue\r\n\r\n" + OK)
+    async with serving(agent) as base:
+        upstream = Upstream(base)
+        assert await upstream.get(b"/status") == (200, b"ok")
+        assert await upstream.get(b"/status") == (200, b"ok")
+        await upstream.aclose()
+    assert agent.connections == 1  # the final reply's end is where the connection is free
+
+
+async def test_bytes_after_a_reply_end_the_connection_not_the_reply() -> None:
+    agent = Agent(lambda _r, _n: OK + b"HTTP/1.1 200 OK\r\n")  # more than was asked for
+    async with serving(agent) as base:
+        upstream = Upstream(base)
+        assert await upstream.get(b"/status") == (200, b"ok")
+        assert await upstream.get(b"/status") == (200, b"ok")
+        await upstream.aclose()
+    assert agent.connections == 2  # what followed was no reply to the next request
+
+
+async def test_a_reply_cut_off_mid_body_is_an_error_and_its_connection_closed() -> None:
+    cut = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nonly"
+    agent = Agent(lambda _r, _n: cut if _n == 0 else OK, close_after=True)
+    async with serving(agent) as base:
+        upstream = Upstream(base)
+        with pytest.raises(UpstreamError, match="closed the connection in the middle"):
+            await upstream.get(b"/status")
+        assert await upstream.get(b"/status") == (200, b"ok")
+        await upstream.aclose()
+
+
+async def test_a_reply_that_switches_protocols_is_refused() -> None:
+    switch = b"HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\nconnection: upgrade\r\n\r\n"
+    agent = Agent(lambda _r, _n: switch)
+    async with serving(agent) as base:
+        upstream = Upstream(base)
+        with pytest.raises(UpstreamError, match="switched protocols"):
+            await upstream.get(b"/status")
+        await upstream.aclose()
+
+
+@pytest.mark.parametrize(
+    "parts, message",
+    [([b"", OK], "no reply within 0.2 s"), ([OK[:-2], b"ok"], "nothing read for 0.2 s")],
+    ids=["head", "body"],
+)
+async def test_an_agent_that_stops_writing_is_given_up_on_after_the_read_timeout(
+    parts: list[bytes], message: str
+) -> None:
+    agent = Agent(lambda _r, _n: parts, between=lambda: anyio.sleep(5))
+    async with serving(agent) as base:
+        upstream = Upstream(base, read_timeout=0.2)
+        with anyio.fail_after(3), pytest.raises(UpstreamError, match=message):
+            await upstream.get(b"/status")
+        await upstream.aclose()
+
+
+@pytest.mark.parametrize(
+    "target, header",
+    [(b"/x HTTP/1.1\r\nx: y", b"v"), (b"/x", b"v\r\nx: y"), (b"/x", b"v\nx: y"), (b"/x", b"v\0")],
+    ids=["target", "crlf", "lf", "nul"],
+)
+async def test_a_request_that_would_split_on_the_wire_is_refused(
+    target: bytes, header: bytes
+) -> None:
+    agent = Agent()
+    async with serving(agent) as base:
+        upstream = Upstream(base)
+        with pytest.raises(UpstreamError, match="line break"):
+            await upstream.get(target, [(b"x-test", header)])
+        await upstream.aclose()
+    assert agent.requests == []
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")

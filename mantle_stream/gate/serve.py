@@ -1,6 +1,6 @@
 """Running a gate: the proxy served by uvicorn, the judge's timers, the end.
 
-An edge module (anyio, uvicorn, h11: the ``mantle_stream[gate]`` extra,
+An edge module (anyio, uvicorn, httptools: the ``mantle_stream[gate]`` extra,
 imported only when a gate runs). :class:`Gate` binds the listening socket
 first (so its address, a free port for port 0, is known and printed before
 the first request), serves :class:`~mantle_stream.gate.proxy.GateProxy` on it
@@ -96,7 +96,7 @@ class Gate:
         """``events``: judge from these sources (``open_feed`` specs) instead of the
         agent's tracker endpoint; the judge must not read the tracker then."""
         try:
-            import h11  # noqa: F401
+            import httptools  # noqa: F401
             import uvicorn  # noqa: F401
         except ImportError as exc:
             raise UsageError(

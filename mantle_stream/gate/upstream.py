@@ -1,24 +1,29 @@
-"""The gate's client to its one agent: kept-alive HTTP/1.1 connections on h11.
+"""The gate's client to its one agent: kept-alive HTTP/1.1 connections, replies parsed by httptools.
 
-An edge module (anyio, h11). :class:`Upstream` is the only way the gate
+An edge module (anyio, httptools). :class:`Upstream` is the only way the gate
 reaches the agent (:mod:`mantle_stream.gate.proxy` forwards through it and
 reads trackers with it). It is lean on purpose: a turn's time to first text
 crosses it, and on a small machine each socket write wakes the other side,
 so a request's head and body leave in one write, and the reply is read as it
 comes, each body chunk handed on as soon as it is read.
 
-Theory of operation. h11 (the HTTP/1.1 state machine httpx itself runs on)
-turns events into bytes and bytes into events; this module moves the bytes
-over anyio sockets. Idle connections are kept on a stack (the most recently
-used first) for ``keepalive`` seconds, well under an agent server's own
-keep-alive timeout (5 s for Sanic, Rasa's, and uvicorn). Before a kept
-connection is reused it is checked for a close from the agent (a readable
-socket with nothing to say is one being shut). A request sent on a reused
-connection that fails before a byte of reply came back is sent again on a
-new connection only if its method is idempotent (RFC 9110 9.2.2): a POST may
-have reached the agent, and a webhook message played twice is a turn played
-twice, so it fails instead (the gate answers 502, which Rasa's simulator
-retries on, as it would without the gate).
+Theory of operation. A request is written as HTTP/1.1 bytes here (its parts
+come from a request uvicorn already parsed, or from the gate itself, and are
+checked for line breaks); each reply is parsed by a fresh httptools parser
+(llhttp, the C parser uvicorn and Node.js use, in a small part of the time
+h11, pure Python, took: a turn's first text waits on it). Idle
+connections are kept on a stack (the most recently used first) for
+``keepalive`` seconds, well under an agent server's own keep-alive timeout (5 s
+for Sanic, Rasa's, and uvicorn). Before a kept connection is reused it is
+checked for a close from the agent (a readable socket with nothing to say is
+one being shut). A request sent on a reused connection that fails before a
+byte of reply came back is sent again on a new connection only if its method
+is idempotent (RFC 9110 9.2.2): a POST may have reached the agent, and a
+webhook message played twice is a turn played twice, so it fails instead (the
+gate answers 502, which Rasa's simulator retries on, as it would without the
+gate). A connection is kept for the next request only when its reply ended as
+HTTP/1.1 allows it to be reused (a length or chunks, no ``Connection: close``)
+and nothing came after it.
 """
 
 from __future__ import annotations
@@ -28,12 +33,11 @@ import select
 import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
-import h11
+import httptools
 
 __all__ = ["IDEMPOTENT", "Reply", "Upstream", "UpstreamError", "reason"]
 
@@ -53,23 +57,97 @@ class _Stale(Exception):
     """A reused connection failed before a byte of reply: the agent had closed it."""
 
 
-class _Connection:
-    __slots__ = ("answered", "h11", "idle_since", "reused", "stream")
+class _Parsed:
+    """One reply as httptools reports it (its callbacks), read by :class:`Reply`."""
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+    __slots__ = (
+        "bodiless",
+        "chunks",
+        "done",
+        "extra",
+        "head_done",
+        "headers",
+        "keep",
+        "parser",
+        "status",
+        "to_close",
+    )
+
+    def __init__(self, *, head_only: bool) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.bodiless = head_only  # a HEAD's reply: its head is all of it
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.chunks: list[bytes] = []
+        self.status = 0
+        self.head_done = False
+        self.done = False
+        self.keep = False  # the connection may carry the next request
+        self.to_close = False  # the body is what comes until the agent closes
+        self.extra = False  # bytes after the reply's end that no request asked for
+
+    def feed(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            raise UpstreamError(
+                "the agent switched protocols, which the gate does not pass on"
+            ) from None
+        except httptools.HttpParserError as exc:
+            if not self.done:
+                raise UpstreamError(f"a malformed reply: {exc}") from None
+            self.extra = True  # (bytes after the end: the connection is not reused)
+
+    # httptools' callbacks
+
+    def on_message_begin(self) -> None:
+        if self.done:
+            self.extra = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.head_done:
+            self.headers.append((name, value))  # as the agent sent them, case and all
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:  # 100 Continue and the like: skipped
+            self.headers = []
+            return
+        self.status = status
+        self.head_done = True
+        self.keep = self.parser.should_keep_alive()
+        framed = any(
+            name.lower() in (b"content-length", b"transfer-encoding") for name, _ in self.headers
+        )
+        self.to_close = not framed and status not in (204, 304)
+        if self.bodiless:
+            self.done = True
+
+    def on_body(self, body: bytes) -> None:
+        if self.done:
+            self.extra = True  # a body after a HEAD's reply: not for this request
+        else:
+            self.chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.head_done:
+            self.done = True
+
+
+class _Connection:
+    __slots__ = ("answered", "idle_since", "reply", "reused", "socket", "stream")
+
+    def __init__(self, stream: anyio.abc.ByteStream, sock: socket.socket) -> None:
         self.stream = stream
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.socket = sock  # (anyio's extra() builds every attribute each time it is asked)
+        self.reply = _Parsed(head_only=False)
         self.idle_since = 0.0
         self.reused = False  # kept from an earlier request, for this one
         self.answered = False  # a byte of this request's reply came back
 
     def closed_by_peer(self) -> bool:
         """Whether the agent closed this idle connection (or wrote to it unasked)."""
-        sock = self.stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-        if sock is None:
-            return False
         poll = select.poll()
-        poll.register(sock.fileno(), select.POLLIN)
+        poll.register(self.socket.fileno(), select.POLLIN)
         return bool(poll.poll(0))  # the end of the stream, or bytes no request asked for
 
     async def close(self) -> None:
@@ -79,28 +157,28 @@ class _Connection:
 class Reply:
     """A reply being read: its status and headers, then :meth:`chunks`."""
 
-    def __init__(self, upstream: Upstream, connection: _Connection, head: h11.Response) -> None:
+    def __init__(self, upstream: Upstream, connection: _Connection) -> None:
         self._upstream = upstream
         self._connection: _Connection | None = connection
-        self.status: int = head.status_code
-        # As the agent sent them (h11 keeps the names' case in raw_items).
-        self.headers: list[tuple[bytes, bytes]] = list(head.headers.raw_items())
+        self.status: int = connection.reply.status
+        self.headers: list[tuple[bytes, bytes]] = connection.reply.headers
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, each piece as soon as it is read; the connection is kept for the
         next request once the reply ended cleanly."""
         connection = self._connection
         assert connection is not None
+        parsed = connection.reply
         while True:
-            event = await self._upstream._next_event(connection)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            if parsed.chunks:
+                pieces, parsed.chunks = parsed.chunks, []
+                for piece in pieces:
+                    yield piece
+            if parsed.done:
                 self._connection = None
                 await self._upstream._release(connection)
                 return
-            else:
-                raise UpstreamError(f"unexpected {type(event).__name__} in a reply")
+            await self._upstream._receive(connection)
 
     async def read(self) -> bytes:
         """The whole body."""
@@ -152,19 +230,22 @@ class Upstream:
         sized = any(k.lower() == b"content-length" for k, _ in headers)
         if (body or method in _WITH_BODY) and not sized:
             headers = [*headers, (b"content-length", str(len(body)).encode())]
-        head = h11.Request(method=method, target=self.prefix + target, headers=list(headers))
+        data = _request_bytes(method, self.prefix + target, headers) + body
+        head_only = method == b"HEAD"
         try:
             try:
-                connection, response = await self._exchange(head, body, fresh=False)
+                connection = await self._exchange(data, head_only, fresh=False)
             except _Stale as exc:
                 if method not in IDEMPOTENT:
                     raise UpstreamError(str(exc)) from None
-                connection, response = await self._exchange(head, body, fresh=True)
+                connection = await self._exchange(data, head_only, fresh=True)
         except UpstreamError:
             raise
-        except (OSError, anyio.BrokenResourceError, anyio.EndOfStream, TimeoutError) as exc:
+        except TimeoutError:
+            raise UpstreamError(f"no reply within {self.read_timeout:g} s") from None
+        except (OSError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             raise UpstreamError(reason(exc)) from None
-        reply = Reply(self, connection, response)
+        reply = Reply(self, connection)
         try:
             yield reply
         finally:
@@ -182,52 +263,51 @@ class Upstream:
 
     # ------------------------------------------------------------------ one exchange
 
-    async def _exchange(
-        self, head: h11.Request, body: bytes, *, fresh: bool
-    ) -> tuple[_Connection, h11.Response]:
+    async def _exchange(self, data: bytes, head_only: bool, *, fresh: bool) -> _Connection:
         """Send a request on a kept connection (or a new one) and read its reply's head."""
         connection = None if fresh else await self._checkout()
         if connection is None:
             connection = await self._connect()
+        connection.reply = _Parsed(head_only=head_only)
         try:
-            data = connection.h11.send(head) or b""
-            if body:
-                data += connection.h11.send(h11.Data(data=body)) or b""
-            data += connection.h11.send(h11.EndOfMessage()) or b""
+            # One deadline for the write and the head (a cancel scope each costs, on a
+            # turn's path): each later read of the body has one of its own.
             with anyio.fail_after(self.read_timeout):
                 await connection.stream.send(data)  # head and body in one write
-            while True:
-                event = await self._next_event(connection)
-                if isinstance(event, h11.Response):
-                    return connection, event
-                if not isinstance(event, h11.InformationalResponse):  # 100 Continue: skipped
-                    raise UpstreamError(f"unexpected {type(event).__name__} for a reply's head")
+                while not connection.reply.head_done:
+                    await self._read(connection)
+            return connection
         except BaseException as exc:
             await connection.close()
             if connection.reused and _no_reply_yet(connection, exc):
                 raise _Stale(f"a kept connection was closed by the agent: {reason(exc)}") from None
             raise
 
-    async def _next_event(self, connection: _Connection) -> Any:
-        """The next h11 event of a reply, reading from the socket as needed."""
-        while True:
-            try:
-                event = connection.h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise UpstreamError(f"a malformed reply: {exc}") from None
-            if event is not h11.NEED_DATA:
-                return event
-            try:
-                with anyio.fail_after(self.read_timeout):
-                    data = await connection.stream.receive(_READ)
-            except anyio.EndOfStream:
-                data = b""  # h11 decides: the end of a reply read to the close, or cut off
-            except (OSError, anyio.BrokenResourceError, TimeoutError) as exc:
-                raise UpstreamError(reason(exc)) from None
-            if not data and not connection.answered:
-                raise UpstreamError("the agent closed the connection without a reply")
+    async def _receive(self, connection: _Connection) -> None:
+        """Read what the agent sent next into the reply being read, within the timeout."""
+        try:
+            with anyio.fail_after(self.read_timeout):
+                await self._read(connection)
+        except TimeoutError:
+            raise UpstreamError(f"nothing read for {self.read_timeout:g} s") from None
+
+    async def _read(self, connection: _Connection) -> None:
+        try:
+            data = await connection.stream.receive(_READ)
+        except anyio.EndOfStream:
+            data = b""
+        except (OSError, anyio.BrokenResourceError) as exc:
+            raise UpstreamError(reason(exc)) from None
+        parsed = connection.reply
+        if data:
             connection.answered = True
-            connection.h11.receive_data(data)
+            parsed.feed(data)
+        elif not connection.answered:
+            raise UpstreamError("the agent closed the connection without a reply")
+        elif parsed.head_done and parsed.to_close:
+            parsed.done, parsed.keep = True, False  # a body read to the close: all of it
+        else:
+            raise UpstreamError("the agent closed the connection in the middle of its reply")
 
     # ------------------------------------------------------------------ the pool
 
@@ -242,9 +322,8 @@ class Upstream:
         return None
 
     async def _release(self, connection: _Connection) -> None:
-        state = connection.h11
-        if state.our_state is h11.DONE and state.their_state is h11.DONE:
-            state.start_next_cycle()
+        parsed = connection.reply
+        if parsed.keep and not parsed.extra:
             connection.idle_since = anyio.current_time()
             connection.answered = False
             self._idle.append(connection)
@@ -257,11 +336,10 @@ class Upstream:
         try:
             with anyio.fail_after(self.connect_timeout):
                 stream: anyio.abc.ByteStream = await anyio.connect_tcp(self.host, self.port)
+                sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
                 # A reply's head and its first line go out at once (Nagle's algorithm
                 # would hold a small write back until the last one is acknowledged).
-                stream.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(
-                    socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
-                )
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if self.tls:
                     from anyio.streams.tls import TLSStream
 
@@ -276,12 +354,26 @@ class Upstream:
             if isinstance(why, BaseExceptionGroup):
                 why = why.exceptions[-1]
             raise UpstreamError(f"no connection: {reason(why)}") from None
-        return _Connection(stream)
+        return _Connection(stream, sock)
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
             self._ssl = ssl.create_default_context()
         return self._ssl
+
+
+def _request_bytes(method: bytes, target: bytes, headers: _Headers) -> bytes:
+    """A request's head as HTTP/1.1 puts it on the wire; a part with a line break (or a
+    NUL) in it would split the request, so it is refused."""
+    parts = [method, b" ", target, b" HTTP/1.1\r\n"]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
+    head = b"".join(parts)
+    lines = len(headers) + 2
+    if head.count(b"\n") != lines or head.count(b"\r") != lines or b"\0" in head:
+        raise UpstreamError("a request with a line break or a NUL in its target or a header")
+    return head
 
 
 def _no_reply_yet(connection: _Connection, exc: BaseException) -> bool:

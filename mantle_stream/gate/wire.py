@@ -3,9 +3,9 @@ per reply's head and first body bytes.
 
 An edge module (asyncio, uvicorn: imported only when a gate runs).
 :func:`gate_protocol` is the HTTP protocol :mod:`mantle_stream.gate.serve`
-gives uvicorn: its httptools one where httptools is installed (the
-``mantle_stream[gate]`` extra; HTTP parsed in C, as uvicorn picks by itself),
-else its h11 one, each with its transport wrapped in :class:`HeadWithBody`.
+gives uvicorn: its httptools one (HTTP parsed in C, as uvicorn picks by itself
+where httptools is installed, which the ``mantle_stream[gate]`` extra does),
+with its transport wrapped in :class:`HeadWithBody`.
 
 Why: on a small machine each socket write wakes the simulator, and a turn's
 time to first text is measured there. uvicorn writes a reply's head the
@@ -84,16 +84,11 @@ class HeadWithBody:
 
 
 def gate_protocol() -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class (httptools' where installed), writing through
-    :class:`HeadWithBody`."""
-    base: Any
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
-    except ImportError:  # httptools is not installed: uvicorn's h11 protocol
-        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    """uvicorn's httptools HTTP protocol class, writing through :class:`HeadWithBody`."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class GateProtocol(base):  # type: ignore[misc]
+    class GateProtocol(HttpToolsProtocol):
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(HeadWithBody(transport))
+            super().connection_made(HeadWithBody(transport))  # type: ignore[arg-type]
 
     return GateProtocol
