@@ -377,6 +377,25 @@ async def test_a_reply_that_switches_protocols_is_refused() -> None:
         await upstream.aclose()
 
 
+async def test_a_reply_read_faster_than_it_is_passed_on_is_held_to_a_bound() -> None:
+    from mantle_stream.gate import upstream as client
+
+    size = 8 * client._HIGH_WATER
+    body = bytes(range(256)) * (size // 256)
+    big = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size + body
+    agent = Agent(lambda _r, n: big if n == 0 else OK)
+    async with serving(agent) as base:
+        upstream = Upstream(base)
+        async with upstream.request(b"GET", b"/big", [(b"host", upstream.netloc)]) as reply:
+            await anyio.sleep(0.3)  # the agent writes on; nobody takes the body
+            held = reply._connection.reply.buffered  # type: ignore[union-attr]
+            assert held <= client._HIGH_WATER + 256 * 1024
+            assert await reply.read() == body  # all of it, in order, once taken
+        assert await upstream.get(b"/status") == (200, b"ok")  # and the connection kept
+        await upstream.aclose()
+    assert agent.connections == 1
+
+
 @pytest.mark.parametrize(
     "parts, message",
     [([b"", OK], "no reply within 0.2 s"), ([OK[:-2], b"ok"], "nothing read for 0.2 s")],
