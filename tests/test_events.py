@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import mantle_stream as ms
 from mantle_stream.core.events.decode import EventDecoder
-from mantle_stream.core.events.flat import document_lines, is_document
+from mantle_stream.core.events.flat import document_lines, document_tail, is_document
 from mantle_stream.core.events.model import (
     PAYLOAD_FIELDS,
     SKIPPED_KINDS,
@@ -418,6 +418,35 @@ def test_a_document_mixing_rows_with_and_without_sequence_keeps_their_own() -> N
         ).encode()
     )
     assert [e.sequence for e in decode(lines)] == [0, 1, None, 2]
+
+
+_ROWS = [
+    {"event": "session_started", "timestamp": 1.0},
+    {"event": "user", "text": 'a "sequence" of words'},  # the word, not the key
+    {"conversation_id": "c", "sequence": 7, "user": {"text": "hi"}},
+    {"conversation_id": "c", "sequence": None, "stack": {}},
+    {"event": "bot", "text": "sequence"},
+]
+
+
+@given(
+    rows=st.lists(st.sampled_from(_ROWS), max_size=8),
+    start=st.integers(min_value=0, max_value=10),
+)
+def test_a_documents_tail_is_the_tail_of_its_lines(
+    rows: list[dict[str, object]], start: int
+) -> None:
+    data = json.dumps({"sender_id": "c", "events": rows}).encode()
+    _, whole = document_lines(data)
+    tail, count = document_tail(data, start)
+    assert count == len(rows)
+    assert tail.splitlines() == whole.splitlines()[start:]
+
+
+def test_a_documents_tail_names_a_row_that_is_not_an_event() -> None:
+    with pytest.raises(ms.EventError, match="not a tracker document"):
+        document_tail(b'{"sender_id": "c", "events": [{"event": "user"}, 3]}', 1)
+    assert document_tail(b'{"sender_id": "c", "events": [3, {"event": "user"}]}', 1)[1] == 2
 
 
 def test_a_document_that_is_not_one_names_the_problem() -> None:

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.errors import EventError
-from mantle_stream.core.events.flat import document_lines
+from mantle_stream.core.events.flat import document_tail
 from mantle_stream.core.events.model import starts_turn
 from mantle_stream.core.live import EventRate, StopRule
 from mantle_stream.core.recorded import RecordedRun
@@ -152,15 +152,12 @@ class GateJudge:
         simulator has read it to judge the run (the run is over)."""
         run = self.run(cid)
         try:
-            _, data = document_lines(document, f"tracker of {cid}")
+            data, run.applied = document_tail(document, run.applied, f"tracker of {cid}")
         except EventError as exc:
             self.problem(run, f"its tracker could not be read: {exc.message}")
             return
-        lines = data.split(b"\n")[:-1] if data else []
-        new = lines[run.applied :]
-        run.applied = len(lines)
-        if new:
-            self._apply(run, new)
+        if data:
+            self._apply(run, data.split(b"\n")[:-1])
         if final:
             if not run.started:
                 self._choose(run)  # a run that never got to its first turn: all it has

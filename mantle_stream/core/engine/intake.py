@@ -211,8 +211,10 @@ class Intake:
         if known is not None:
             return event, known  # (noted when it first arrived)
         decoder = self.decoder
-        unset = all(getattr(event, name) is None for name in PAYLOAD_FIELDS)
-        if unset and event.event is None and decoder.learned_kind(event):
+        # (A flat row, the tracker endpoint's shape, is decoded again as one: whether
+        # payload fields are set is not asked of it.)
+        unset = event.event is None and all(getattr(event, n) is None for n in PAYLOAD_FIELDS)
+        if unset and decoder.learned_kind(event):
             payload: Payload = UNKNOWN  # a newer kind, decoded as a field of its own
         else:
             try:

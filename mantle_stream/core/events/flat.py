@@ -8,7 +8,8 @@ Part of the event wire format (next to :mod:`mantle_stream.core.events.model`).
 :class:`~mantle_stream.core.events.model.Event` a ProtoJSON line decodes to, so there
 is one judging path; :func:`document_lines` turns a tracker document into
 JSON lines, each row numbered by its position (a tracker's ``sequence`` is
-that position).
+that position); :func:`document_tail` the rows of a document read again from
+a position on.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import msgspec
 from mantle_stream.core.errors import EventError
 from mantle_stream.core.events import model as ev
 
-__all__ = ["document_lines", "flat_event", "is_document"]
+__all__ = ["document_lines", "document_tail", "flat_event", "is_document"]
 
 
 class _Flat(msgspec.Struct, gc=False):
@@ -142,6 +143,15 @@ class _Document(msgspec.Struct):
 _decode_document = msgspec.json.Decoder(_Document).decode
 
 
+class _RawDocument(msgspec.Struct):
+    sender_id: str
+    events: list[msgspec.Raw]  # each event's bytes, found but not decoded
+
+
+_decode_raw_document = msgspec.json.Decoder(_RawDocument).decode
+_decode_row = msgspec.json.Decoder(dict[str, Any]).decode
+
+
 _EVENTS_KEY = re.compile(rb'(?:^|[{,\s])"events"\s*:\s*\[')
 
 
@@ -169,22 +179,62 @@ def document_lines(data: bytes, source: str = "<document>") -> tuple[str, bytes]
     in the list as one; the rows stay in the shape they came in (flat or
     ProtoJSON).
     """
+    doc = _decoded(_decode_document, data, source)
+    # Positions stand in for sequences only when no row has one: a position
+    # could otherwise repeat another row's real sequence.
+    numbered = not any(row.get("sequence") is not None for row in doc.events)
+    return doc.sender_id, _lines(doc.events, doc.sender_id, numbered, 0)
+
+
+def document_tail(data: bytes, start: int, source: str = "<document>") -> tuple[bytes, int]:
+    """The JSON lines of a tracker document's events from position ``start`` on, as
+    :func:`document_lines` gives them, and how many events it has in all.
+
+    For a tracker read again as it grows (the gate reads a run's after each
+    turn): the events before ``start`` are only scanned, not decoded (a row
+    naming a ``sequence`` is decoded, to tell whether positions stand in for
+    sequences, as for the whole document).
+    """
+    doc = _decoded(_decode_raw_document, data, source)
+    rows = [_row(raw, source) for raw in doc.events[start:]]
+    numbered = (
+        not any(row.get("sequence") is not None for row in rows)
+        and (
+            b'"sequence"' not in data  # (Rasa's tracker endpoint: no row has one)
+            or not any(
+                b'"sequence"' in bytes(raw) and _row(raw, source).get("sequence") is not None
+                for raw in doc.events[:start]
+            )
+        )
+    )
+    return _lines(rows, doc.sender_id, numbered, start), len(doc.events)
+
+
+def _decoded(decode: Any, data: bytes, source: str) -> Any:
     try:
-        doc = _decode_document(data)
+        return decode(data)
     except msgspec.ValidationError as exc:
         raise EventError(f"not a tracker document: {exc}", source=source) from None
     except (msgspec.DecodeError, RecursionError) as exc:
         raise EventError(f"tracker document: {ev.malformed(exc)}", source=source) from None
-    # Positions stand in for sequences only when no row has one: a position
-    # could otherwise repeat another row's real sequence.
-    numbered = not any(row.get("sequence") is not None for row in doc.events)
+
+
+def _row(raw: msgspec.Raw, source: str) -> dict[str, Any]:
+    try:
+        row: dict[str, Any] = _decode_row(raw)
+    except msgspec.ValidationError as exc:
+        raise EventError(f"not a tracker document: {exc} (an event)", source=source) from None
+    return row
+
+
+def _lines(rows: list[dict[str, Any]], sender_id: str, numbered: bool, start: int) -> bytes:
     lines = []
-    for position, row in enumerate(doc.events):
+    for position, row in enumerate(rows, start):
         if "event" in row:
-            row.setdefault("sender_id", doc.sender_id)
+            row.setdefault("sender_id", sender_id)
         else:
-            row.setdefault("conversation_id", doc.sender_id)
+            row.setdefault("conversation_id", sender_id)
         if numbered:
             row["sequence"] = position
         lines.append(_encode(row))
-    return doc.sender_id, b"\n".join(lines) + b"\n" if lines else b""
+    return b"\n".join(lines) + b"\n" if lines else b""
