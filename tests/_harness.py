@@ -24,7 +24,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +54,7 @@ __all__ = [
     "clear",
     "end",
     "flat",
+    "http_server",
     "judge",
     "judge_lines",
     "kind_of",
@@ -527,3 +532,20 @@ def _text(stream: io.TextIOWrapper) -> str:
     raw = stream.buffer
     assert isinstance(raw, io.BytesIO)
     return raw.getvalue().decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threading HTTP server on loopback answering with ``handler``, for the block:
+    its ``http://127.0.0.1:PORT`` address. The serving thread polls for shutdown every
+    10 ms (``serve_forever``'s default, half a second, was paid by every test's teardown)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -20,7 +20,7 @@ import tracemalloc
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -32,6 +32,8 @@ from mantle_stream import FeedError
 from mantle_stream.core.recorded import load_results
 from mantle_stream.feeds import Chunk, HttpOptions, open_feed
 from mantle_stream.feeds.http import HttpFeed
+
+from _harness import http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -138,17 +140,8 @@ def _handler(rasa: Rasa) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def rasa() -> Iterator[Rasa]:
     state = Rasa(dict(DOCUMENTS))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with http_server(_handler(state)) as state.url:
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 async def read(url: str, options: HttpOptions) -> list[Chunk]:
@@ -448,33 +441,19 @@ def test_the_cli_reports_a_conversation_it_could_not_read(rasa: Rasa) -> None:
     assert f"warning: conversation `{PASSING[1]}` could not be read: {why}" in proc.stderr
 
 
-class _Raw:
-    """A one-route server whose answer a test writes byte by byte (``answer(wfile)``)."""
+def _raw(answer: Any) -> type[BaseHTTPRequestHandler]:
+    """A one-route server's handler whose answer a test writes byte by byte
+    (``answer(handler)``)."""
 
-    def __init__(self, answer: Any) -> None:
-        outer = self
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        def do_GET(self) -> None:
+            with contextlib.suppress(OSError):
+                answer(self)
 
-            def do_GET(self) -> None:
-                with contextlib.suppress(OSError):
-                    answer(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        del outer
-
-    def __enter__(self) -> _Raw:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return Handler
 
 
 async def test_a_server_that_trickles_its_body_is_cut_off_at_the_timeout() -> None:
@@ -490,11 +469,11 @@ async def test_a_server_that_trickles_its_body_is_cut_off_at_the_timeout() -> No
             handler.wfile.flush()
             time.sleep(0.2)
 
-    with _Raw(trickle) as server:
+    with http_server(_raw(trickle)) as url:
         started = time.monotonic()
         options = HttpOptions(conversations=IDS[:1], timeout=1.0, retries=0)
         with anyio.fail_after(10):
-            async with open_feed(server.url, http=options) as feed:
+            async with open_feed(url, http=options) as feed:
                 assert [chunk async for chunk in feed] == []
                 unread = feed.unread
         assert time.monotonic() - started < 3
@@ -516,12 +495,12 @@ async def test_a_gzip_body_stops_being_inflated_at_the_size_limit() -> None:
         handler.end_headers()
         handler.wfile.write(bomb)
 
-    with _Raw(gzip) as server:
+    with http_server(_raw(gzip)) as url:
         options = HttpOptions(conversations=("c",), max_document_bytes=1 << 20)
         tracemalloc.start()
         try:
             with anyio.fail_after(20):
-                async with open_feed(server.url, http=options) as feed:
+                async with open_feed(url, http=options) as feed:
                     assert [chunk async for chunk in feed] == []
                     unread = feed.unread
             _, peak = tracemalloc.get_traced_memory()
