@@ -19,6 +19,7 @@ Its own tests are in ``test_harness.py``.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -58,6 +59,7 @@ __all__ = [
     "judge",
     "judge_lines",
     "kind_of",
+    "quick_http_retries",
     "scenario",
     "setm",
     "skill",
@@ -549,3 +551,12 @@ def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def quick_http_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's HTTP source (in this process) retries 10 ms apart, not after
+    0.5, 1 and 2 s: each attempt, and what is said of it, stay the same."""
+    from mantle_stream.feeds import HttpOptions
+    from mantle_stream.run import sources
+
+    monkeypatch.setattr(sources, "HttpOptions", functools.partial(HttpOptions, backoff=0.01))

@@ -3,12 +3,13 @@ real as a subprocess where the surface is the process (python -m, --help, --vers
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import os
 import stat
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -17,10 +18,7 @@ from typing import Any
 
 import pytest
 
-from mantle_stream.feeds import HttpOptions
-from mantle_stream.run import sources
-
-from _harness import http_server, run_cli, run_cli_in_process
+from _harness import http_server, quick_http_retries, run_cli, run_cli_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -883,9 +881,7 @@ SECRET_RUNS = {
 def test_no_password_or_token_is_ever_shown(
     case: str, tmp_path: Path, echo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The HTTP source's retries 10 ms apart, not 0.5, 1 and 2 s (3.5 s a case): each
-    # attempt and what is said of it are the same.
-    monkeypatch.setattr(sources, "HttpOptions", functools.partial(HttpOptions, backoff=0.01))
+    quick_http_retries(monkeypatch)  # (3.5 s of backoff in two cases)
     (tmp_path / "scenario.yml").write_bytes(CARD.read_bytes())
     args = [
         a.format(tmp=tmp_path, echo=echo, echo_user=echo.replace("//", f"//u:{SECRET}@"))
@@ -953,11 +949,24 @@ def test_a_json_report_standard_output_cannot_take_fails_on_its_own(tmp_path: Pa
     assert {p.name for p in tmp_path.iterdir()} == set(_OUTPUTS.values())
 
 
+def _wait_in_fifo_open(pid: int, most: float = 2.0) -> None:
+    """Until a thread of process ``pid`` waits in open() for a FIFO's writer (Linux's
+    ``wait_for_partner`` in /proc/PID/task/*/wchan), then 0.1 s more: about 0.6 s, not
+    a fixed 2 s. At most ``most`` seconds where the kernel does not say."""
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        for wchan in Path(f"/proc/{pid}/task").glob("*/wchan"):
+            with contextlib.suppress(OSError):
+                if wchan.read_text() == "wait_for_partner":
+                    time.sleep(0.1)  # (its signal handler is installed as it opens)
+                    return
+        time.sleep(0.02)
+
+
 @pytest.mark.parametrize("spec", ["{fifo}", "follow:{fifo}"], ids=["pipe", "followed-pipe"])
 def test_ctrl_c_while_a_pipe_waits_for_its_writer_ends_the_run(tmp_path: Path, spec: str) -> None:
     """Opening a FIFO no one writes to waits for a writer: Ctrl-C ends that wait."""
     import signal
-    import time
 
     fifo = tmp_path / "events.fifo"
     os.mkfifo(fifo)
@@ -967,7 +976,7 @@ def test_ctrl_c_while_a_pipe_waits_for_its_writer_ends_the_run(tmp_path: Path, s
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(2)  # (started, and waiting in open())
+        _wait_in_fifo_open(process.pid)
         assert process.poll() is None, process.communicate()
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=15)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from mantle_stream.core.recorded import load_results
 from mantle_stream.feeds import Chunk, HttpOptions, open_feed
 from mantle_stream.feeds.http import HttpFeed
 
-from _harness import http_server
+from _harness import http_server, quick_http_retries, run_cli, run_cli_in_process
 
 pytestmark = pytest.mark.anyio
 
@@ -150,16 +149,9 @@ async def read(url: str, options: HttpOptions) -> list[Chunk]:
             return [chunk async for chunk in feed]
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mantle_stream", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command line called in this process (the server is a thread of it)."""
+    return run_cli_in_process(*args)
 
 
 def _comparable(report: dict[str, Any]) -> dict[str, Any]:
@@ -247,11 +239,13 @@ def test_the_cli_reads_the_token_from_rasa_token_and_fails_clearly_without_it(
 ) -> None:
     rasa.token = "s3cret"
     args = ("check", str(SCENARIOS), "--events", rasa.url, "--results", str(RESULTS))
-    denied = cli(*args)
+    # As processes: RASA_TOKEN is read from the environment the command is started in.
+    denied = run_cli(*args)
     assert denied.returncode == 2
     assert "401" in denied.stderr and "--rasa-token" in denied.stderr
-    env = {**os.environ, "RASA_TOKEN": "s3cret"}
-    allowed = cli(*args, "--format", "json", env=env)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RASA_TOKEN", "s3cret")
+        allowed = run_cli(*args, "--format", "json")
     assert allowed.returncode == 1, allowed.stderr
     assert json.loads(allowed.stdout)["summary"]["conversations"] == 14
 
@@ -278,14 +272,15 @@ async def test_a_tracker_the_server_keeps_failing_on_is_unread_and_the_rest_are_
 
 
 def test_the_cli_judges_the_rest_and_writes_every_output_when_one_tracker_keeps_failing(
-    rasa: Rasa, tmp_path: Path
+    rasa: Rasa, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    quick_http_retries(monkeypatch)
     rasa.fail = {PASSING[1]: 100}
     outputs = ["--junit", str(tmp_path / "j.xml"), "--html", str(tmp_path / "r.html")]
     outputs += ["--jsonl", str(tmp_path / "v.jsonl")]
     args = ["check", str(SCENARIOS), "--events", rasa.url, "--results", str(RESULTS)]
     ids = [a for cid in PASSING for a in ("--conversation", cid)]
-    proc = cli(*args, *ids, "--format", "json", *outputs)  # (3.5 s of backoff)
+    proc = cli(*args, *ids, "--format", "json", *outputs)
     assert proc.returncode == 2, proc.stderr
     report = json.loads(proc.stdout)
     assert [c["conversation_id"] for c in report["conversations"]] == [PASSING[0], PASSING[2]]
