@@ -72,8 +72,17 @@ def test_watch_into_a_pipe_prints_one_line_per_verdict_then_the_summary() -> Non
     )
 
 
-def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() -> None:
-    proc = run("demo", "--speed", "25")
+@pytest.fixture(scope="module")
+def demo_in_the_clone() -> subprocess.CompletedProcess[str]:
+    """``mantle-stream demo --speed 25`` from the repository (2 to 3 s), for the tests
+    that read it."""
+    return run("demo", "--speed", "25")
+
+
+def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes(
+    demo_in_the_clone: subprocess.CompletedProcess[str],
+) -> None:
+    proc = demo_in_the_clone
     assert proc.returncode == 1, proc.stderr  # some example conversations fail on purpose
     out = proc.stdout.splitlines()
     summary = next(line for line in out if line.startswith("14 conversations:"))
@@ -85,16 +94,20 @@ def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() ->
 
 @pytest.mark.parametrize("inside", [True, False], ids=["in-the-clone", "elsewhere"])
 def test_the_demo_digest_cites_scenario_files_the_user_can_open(
-    inside: bool, tmp_path: Path
+    inside: bool, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # In a clone, relative to where the user stands; elsewhere, the installed file.
-    proc = subprocess.run(
-        [sys.executable, "-m", "mantle_stream", "demo", "--speed", "25"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT if inside else tmp_path,
-        timeout=80,
-        check=False,
+    proc = (
+        request.getfixturevalue("demo_in_the_clone")
+        if inside
+        else subprocess.run(
+            [sys.executable, "-m", "mantle_stream", "demo", "--speed", "25"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=80,
+            check=False,
+        )
     )
     assert proc.returncode == 1, proc.stderr
     cited = re.findall(r"^  (\S+\.yml):(\d+)  #", proc.stdout, re.MULTILINE)
