@@ -19,12 +19,17 @@ Its own tests are in ``test_harness.py``.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +55,11 @@ __all__ = [
     "clear",
     "end",
     "flat",
+    "http_server",
     "judge",
     "judge_lines",
     "kind_of",
+    "quick_http_retries",
     "scenario",
     "setm",
     "skill",
@@ -527,3 +534,29 @@ def _text(stream: io.TextIOWrapper) -> str:
     raw = stream.buffer
     assert isinstance(raw, io.BytesIO)
     return raw.getvalue().decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threading HTTP server on loopback answering with ``handler``, for the block:
+    its ``http://127.0.0.1:PORT`` address. The serving thread polls for shutdown every
+    10 ms (``serve_forever``'s default, half a second, was paid by every test's teardown)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def quick_http_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's HTTP source (in this process) retries 10 ms apart, not after
+    0.5, 1 and 2 s: each attempt, and what is said of it, stay the same."""
+    from mantle_stream.feeds import HttpOptions
+    from mantle_stream.run import sources
+
+    monkeypatch.setattr(sources, "HttpOptions", functools.partial(HttpOptions, backoff=0.01))

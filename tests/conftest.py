@@ -77,6 +77,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
+#: The modules holding the longest tests (3 to 10 s each, ``--durations``), longest
+#: first. They are collected first: xdist hands each worker a contiguous part of the
+#: collection and an idle worker takes the far end of a busy one's queue, so long
+#: tests begin early and the run's end is made of short ones (a 10 s test collected
+#: last kept one worker busy alone for its 10 s).
+LONG_FIRST = (
+    "test_html_report.py",
+    "test_yaml.py",
+    "test_streaming_equals_batch.py",
+    "test_workers.py",
+    "test_expected_tools_judging.py",
+    "test_terminal.py",
+    "test_fuzz.py",
+    "test_http_feed.py",
+    "test_benchmarks_smoke.py",
+    "test_gate.py",
+    "test_cli_live.py",
+    "test_run.py",
+)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_long_first(items: list[pytest.Item]) -> None:
+    """The modules of ``LONG_FIRST`` first, in its order; the rest as collected (after
+    every other plugin has ordered them)."""
+    rank = {name: n for n, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

@@ -3,21 +3,22 @@ real as a subprocess where the surface is the process (python -m, --help, --vers
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import subprocess
 import sys
-import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _harness import run_cli, run_cli_in_process
+from _harness import http_server, quick_http_retries, run_cli, run_cli_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -837,15 +838,8 @@ class _Echo(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def echo() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(_Echo) as url:
+        yield url
 
 
 _S = SECRET
@@ -884,7 +878,10 @@ SECRET_RUNS = {
 
 
 @pytest.mark.parametrize("case", list(SECRET_RUNS))
-def test_no_password_or_token_is_ever_shown(case: str, tmp_path: Path, echo: str) -> None:
+def test_no_password_or_token_is_ever_shown(
+    case: str, tmp_path: Path, echo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick_http_retries(monkeypatch)  # (3.5 s of backoff in two cases)
     (tmp_path / "scenario.yml").write_bytes(CARD.read_bytes())
     args = [
         a.format(tmp=tmp_path, echo=echo, echo_user=echo.replace("//", f"//u:{SECRET}@"))
@@ -952,11 +949,24 @@ def test_a_json_report_standard_output_cannot_take_fails_on_its_own(tmp_path: Pa
     assert {p.name for p in tmp_path.iterdir()} == set(_OUTPUTS.values())
 
 
+def _wait_in_fifo_open(pid: int, most: float = 2.0) -> None:
+    """Until a thread of process ``pid`` waits in open() for a FIFO's writer (Linux's
+    ``wait_for_partner`` in /proc/PID/task/*/wchan), then 0.1 s more: about 0.6 s, not
+    a fixed 2 s. At most ``most`` seconds where the kernel does not say."""
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        for wchan in Path(f"/proc/{pid}/task").glob("*/wchan"):
+            with contextlib.suppress(OSError):
+                if wchan.read_text() == "wait_for_partner":
+                    time.sleep(0.1)  # (its signal handler is installed as it opens)
+                    return
+        time.sleep(0.02)
+
+
 @pytest.mark.parametrize("spec", ["{fifo}", "follow:{fifo}"], ids=["pipe", "followed-pipe"])
 def test_ctrl_c_while_a_pipe_waits_for_its_writer_ends_the_run(tmp_path: Path, spec: str) -> None:
     """Opening a FIFO no one writes to waits for a writer: Ctrl-C ends that wait."""
     import signal
-    import time
 
     fifo = tmp_path / "events.fifo"
     os.mkfifo(fifo)
@@ -966,7 +976,7 @@ def test_ctrl_c_while_a_pipe_waits_for_its_writer_ends_the_run(tmp_path: Path, s
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(2)  # (started, and waiting in open())
+        _wait_in_fifo_open(process.pid)
         assert process.poll() is None, process.communicate()
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=15)

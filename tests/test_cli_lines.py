@@ -4,7 +4,8 @@ One line per failed, errored, differing or flaky verdict led by its assertion's
 ``file:line``, then the totals; never a table wrapped at a guessed width. On a
 terminal (a real pseudo-terminal here) the table stays. The whole output for the
 bundled examples is ``tests/golden/check_lines.txt`` (``UPDATE_GOLDEN=1`` rewrites
-it: read the diff).
+it: read the diff). The golden output is that of a process writing into a pipe; the
+other checks of the lines call the command line in this process (``cli.main``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 import pytest
 
-from _harness import REPOSITORY, check_golden, run_cli
+from _harness import REPOSITORY, check_golden, run_cli, run_cli_in_process
 
 EXAMPLES = "examples/eval"
 RESULTS = f"{EXAMPLES}/results/2026-12-01T09-00-00"
@@ -32,7 +33,7 @@ def test_into_a_file_check_prints_one_line_per_finding_then_the_totals() -> None
 
 
 def test_each_failed_verdict_is_one_line_led_by_its_file_and_line() -> None:
-    lines = run_cli(*ARGS).stdout.splitlines()
+    lines = run_cli_in_process(*ARGS).stdout.splitlines()
     failed = [line for line in lines if ": failed: " in line]
     assert len(failed) == 26  # as many as the JSON report's failed verdicts
     pattern = re.compile(rf"^{EXAMPLES}/scenarios/\w+\.yml:\d+: failed: #\d+ \w+ at ")
@@ -41,7 +42,7 @@ def test_each_failed_verdict_is_one_line_led_by_its_file_and_line() -> None:
 
 
 def test_the_summary_names_the_verdicts_that_differ_from_evaluate_agents() -> None:
-    lines = run_cli(*ARGS).stdout.splitlines()
+    lines = run_cli_in_process(*ARGS).stdout.splitlines()
     [summary] = [line for line in lines if line.startswith("13 conversations: ")]
     assert summary.endswith(
         "; 2 differ from evaluate_agent's recorded verdicts "

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import xmlschema
 
+from _harness import run_cli_in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
 SCENARIOS = EXAMPLES / "scenarios"
@@ -72,8 +74,17 @@ def test_watch_into_a_pipe_prints_one_line_per_verdict_then_the_summary() -> Non
     )
 
 
-def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() -> None:
-    proc = run("demo", "--speed", "25")
+@pytest.fixture(scope="module")
+def demo_in_the_clone() -> subprocess.CompletedProcess[str]:
+    """``mantle-stream demo --speed 25`` from the repository (2 to 3 s), for the tests
+    that read it."""
+    return run("demo", "--speed", "25")
+
+
+def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes(
+    demo_in_the_clone: subprocess.CompletedProcess[str],
+) -> None:
+    proc = demo_in_the_clone
     assert proc.returncode == 1, proc.stderr  # some example conversations fail on purpose
     out = proc.stdout.splitlines()
     summary = next(line for line in out if line.startswith("14 conversations:"))
@@ -85,16 +96,20 @@ def test_demo_plays_the_examples_stops_failing_conversations_and_summarizes() ->
 
 @pytest.mark.parametrize("inside", [True, False], ids=["in-the-clone", "elsewhere"])
 def test_the_demo_digest_cites_scenario_files_the_user_can_open(
-    inside: bool, tmp_path: Path
+    inside: bool, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # In a clone, relative to where the user stands; elsewhere, the installed file.
-    proc = subprocess.run(
-        [sys.executable, "-m", "mantle_stream", "demo", "--speed", "25"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT if inside else tmp_path,
-        timeout=80,
-        check=False,
+    proc = (
+        request.getfixturevalue("demo_in_the_clone")
+        if inside
+        else subprocess.run(
+            [sys.executable, "-m", "mantle_stream", "demo", "--speed", "25"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=80,
+            check=False,
+        )
     )
     assert proc.returncode == 1, proc.stderr
     cited = re.findall(r"^  (\S+\.yml):(\d+)  #", proc.stdout, re.MULTILINE)
@@ -368,16 +383,27 @@ def test_listening_remotely_without_a_token_is_warned_about() -> None:
     assert first.startswith("mantle-stream: warning: --listen-remote without --token")
 
 
+def _lines(path: Path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
 def test_watch_on_a_followed_file_keeps_following_until_interrupted(tmp_path: Path) -> None:
     """A followed file is live: its runs having ended does not end the watch (more runs
     may be written later); Ctrl-C does, and the report holds what was judged."""
     feed = tmp_path / "rasa_event.log"
     feed.write_text((EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text())
     verdicts = tmp_path / "verdicts.jsonl"
+    # Every verdict of the file's runs, as `check` writes them (in this process).
+    every = tmp_path / "every.jsonl"
+    run_cli_in_process("check", str(CARD), "--events", str(feed), "--jsonl", str(every))
     proc = spawn("watch", str(CARD), "--events", f"follow:{feed}", "--jsonl", str(verdicts))
     try:
+        deadline = time.monotonic() + 30  # (a loaded machine polls late: wait for it)
+        while _lines(verdicts) < _lines(every) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _lines(verdicts) == _lines(every)  # its runs have ended
         with pytest.raises(subprocess.TimeoutExpired):
-            proc.wait(timeout=3)  # the runs ended at once; it follows on
+            proc.wait(timeout=1)  # and it follows on
         with feed.open("a") as out:  # a run written later is judged too
             later = (EXAMPLES / "events" / "card_replace_damaged.jsonl").read_text()
             out.write(later.replace("sim-5588a28d", "sim-later-1"))

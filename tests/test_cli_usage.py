@@ -1,7 +1,9 @@
 """Usage and input errors as a user reads them: the line that matters, then what to do.
 
-Each case runs the command line as a subprocess and compares its standard error
-with ``tests/golden/usage_*.txt`` (usage) or ``tests/golden/input_*.txt`` (input).
+Each case calls the command line in this process (``cli.main``: the standard error
+and exit status of ``python -m mantle_stream``, whose process ``test_cli.py`` runs)
+and compares its standard error with ``tests/golden/usage_*.txt`` (usage) or
+``tests/golden/input_*.txt`` (input).
 Regenerate them with ``UPDATE_GOLDEN=1 python -m pytest tests/test_cli_usage.py``
 and read the diff.
 """
@@ -18,12 +20,17 @@ import pytest
 
 from mantle_stream.cli.parser import _commands, _parser
 
-from _harness import check_golden, run_cli
+from _harness import check_golden, run_cli_in_process
 
 EVENTS = "examples/eval/events/all.jsonl"
 SCENARIOS = "examples/eval/scenarios"
 CARD = "examples/eval/scenarios/card_replace_damaged.yml"
 TRACKER = next(Path(__file__).parent.parent.glob("examples/eval/trackers/*.json"))
+
+
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``mantle-stream ARGS`` in this process, reading ``stdin``."""
+    return run_cli_in_process(*args, stdin=stdin.encode())
 
 
 @pytest.mark.parametrize(
@@ -40,14 +47,14 @@ TRACKER = next(Path(__file__).parent.parent.glob("examples/eval/trackers/*.json"
     ids=lambda v: v if isinstance(v, str) else None,
 )
 def test_a_usage_error_is_its_message_and_where_to_read_more(name: str, args: list[str]) -> None:
-    proc = run_cli(*args)
+    proc = run(*args)
     assert proc.returncode == 2
     assert proc.stdout == ""
     check_golden(f"usage_{name}.txt", f"$ mantle-stream {' '.join(args)}\n{proc.stderr}")
 
 
 def test_no_usage_error_prints_the_whole_usage() -> None:
-    proc = run_cli("check", "--events", EVENTS)
+    proc = run("check", "--events", EVENTS)
     assert len(proc.stderr.splitlines()) == 2
     assert "[--integrations PATH]" not in proc.stderr
 
@@ -73,7 +80,7 @@ def events_array() -> str:
 
 
 def test_a_json_array_of_events_says_which_shapes_are_read_and_how_to_wrap_it() -> None:
-    proc = run_cli("check", CARD, "--events", "-", stdin=events_array())
+    proc = run("check", CARD, "--events", "-", stdin=events_array())
     assert proc.returncode == 2
     # Skipping the array would judge nothing: no advice to.
     assert "--on-bad-event=skip" not in proc.stderr
@@ -82,24 +89,24 @@ def test_a_json_array_of_events_says_which_shapes_are_read_and_how_to_wrap_it() 
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="the hint's command needs jq")
 def test_the_array_hint_s_command_gives_events_that_are_judged() -> None:
-    hint = run_cli("check", CARD, "--events", "-", stdin=events_array()).stderr
+    hint = run("check", CARD, "--events", "-", stdin=events_array()).stderr
     program = hint.split("jq -c '", 1)[1].split("'", 1)[0]
     lines = subprocess.run(
         ["jq", "-c", program, str(TRACKER)], capture_output=True, text=True, check=True
     ).stdout
-    proc = run_cli("check", CARD, "--events", "-", "--format", "json", stdin=lines)
+    proc = run("check", CARD, "--events", "-", "--format", "json", stdin=lines)
     assert proc.returncode == 1, proc.stderr  # judged: the card scenario fails this run
     assert json.loads(proc.stdout)["summary"]["conversations"] == 1
 
 
 def test_a_bad_event_without_a_hint_still_says_how_to_go_past_it() -> None:
-    proc = run_cli("check", CARD, "--events", "-", stdin='{"conversation_id": "c"}\n')
+    proc = run("check", CARD, "--events", "-", stdin='{"conversation_id": "c"}\n')
     assert proc.returncode == 2
     assert "(use --on-bad-event=skip to go on past bad events)" in proc.stderr
     assert "hint:" not in proc.stderr
 
 
 def test_a_scenario_path_that_does_not_exist_has_no_line_and_column() -> None:
-    proc = run_cli("check", "eval/scenarios/nope.yml", "--events", EVENTS)
+    proc = run("check", "eval/scenarios/nope.yml", "--events", EVENTS)
     assert proc.returncode == 2
     check_golden("input_missing_scenario_path.txt", proc.stderr)

@@ -1,8 +1,8 @@
 """Every warning names its conversation and sequence, in the text and in the JSON report;
 ``--strict`` fails on what the docs call a problem, not on a gap Mantle's data may have.
 
-The command line runs as a subprocess on the card scenario's example runs, edited to
-hold one of each irregularity; the warning lines are compared with
+The command line is called in this process (``cli.main``) on the card scenario's
+example runs, edited to hold one of each irregularity; the warning lines are compared with
 ``tests/golden/warnings_named.txt`` (``UPDATE_GOLDEN=1`` rewrites it: read the diff).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _harness import check_golden, run_cli
+from _harness import check_golden, run_cli_in_process
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "eval"
 CARD = str(EXAMPLES / "scenarios" / "card_replace_damaged.yml")
@@ -34,13 +34,17 @@ def irregular_feed(tmp_path: Path) -> Path:
 
 
 def test_every_warning_names_its_conversation_and_sequence_in_the_text(tmp_path: Path) -> None:
-    proc = run_cli("check", CARD, "--events", str(irregular_feed(tmp_path)), "--format", "json")
+    proc = run_cli_in_process(
+        "check", CARD, "--events", str(irregular_feed(tmp_path)), "--format", "json"
+    )
     assert proc.returncode == 1, proc.stderr
     check_golden("warnings_named.txt", proc.stderr)
 
 
 def test_the_json_report_lists_where_each_warning_was_beside_its_count(tmp_path: Path) -> None:
-    proc = run_cli("check", CARD, "--events", str(irregular_feed(tmp_path)), "--format", "json")
+    proc = run_cli_in_process(
+        "check", CARD, "--events", str(irregular_feed(tmp_path)), "--format", "json"
+    )
     warnings = json.loads(proc.stdout)["warnings"]
     # The counts as before (a published contract: keys are added, never renamed); one
     # file holds each conversation in order, so its gap is passed, not waited for.
@@ -57,7 +61,7 @@ def test_the_json_report_lists_where_each_warning_was_beside_its_count(tmp_path:
 
 
 def test_strict_fails_on_a_late_event_and_names_it(tmp_path: Path) -> None:
-    proc = run_cli("check", CARD, "--events", str(irregular_feed(tmp_path)), "--strict")
+    proc = run_cli_in_process("check", CARD, "--events", str(irregular_feed(tmp_path)), "--strict")
     assert proc.returncode == 2
     assert (
         f"mantle-stream: error: --strict: 1 late event (`{CARD_OK}` sequence 999)\n"
@@ -65,7 +69,7 @@ def test_strict_fails_on_a_late_event_and_names_it(tmp_path: Path) -> None:
 
 
 def test_strict_does_not_fail_the_examples_for_the_gap_expected_md_calls_normal() -> None:
-    proc = run_cli(
+    proc = run_cli_in_process(
         "check",
         str(EXAMPLES / "scenarios"),
         "--events",
@@ -89,7 +93,7 @@ def test_strict_names_where_events_of_unknown_kinds_were(tmp_path: Path) -> None
     feed = tmp_path / "feed.jsonl"
     newer = json.dumps({"conversation_id": "c-9", "sequence": 0, "new_kind": {}})
     feed.write_text(CARD_EVENTS.read_text() + newer + "\n")
-    proc = run_cli("check", CARD, "--events", str(feed), "--strict", "--format", "json")
+    proc = run_cli_in_process("check", CARD, "--events", str(feed), "--strict", "--format", "json")
     assert proc.returncode == 2
     assert "--strict: 1 event of unknown kinds (`c-9` sequence 0)\n" in proc.stderr
     assert json.loads(proc.stdout)["warnings"]["occurrences"] == [
@@ -109,7 +113,7 @@ def test_a_sequence_conflict_is_named_with_both_ids_in_the_text_and_the_json(
     other = {**fifth, "event_id": "01a230d5-ffff-7000-8000-000000000005"}
     feed = tmp_path / "feed.jsonl"
     feed.write_text("".join(first[:6]) + json.dumps(other) + "\n" + "".join(first[6:]))
-    proc = run_cli("check", CARD, "--events", str(feed), "--format", "json")
+    proc = run_cli_in_process("check", CARD, "--events", str(feed), "--format", "json")
     warnings = json.loads(proc.stdout)["warnings"]
     assert warnings == {
         "occurrences": [

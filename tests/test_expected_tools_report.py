@@ -4,7 +4,8 @@
 Sources: the issue (per-entry accuracy with turn and reason, recall and
 precision; a ``gate: true`` entry fails the run only with ``--tool-calls``,
 otherwise it is a metric), docs/outputs.md ("JSON report": keys are added, never
-renamed). The command line runs as a subprocess on real files.
+renamed). The command line runs on real files, called in this process (``cli.main``)
+where no process of its own is needed, else as a subprocess (``--workers``, ``watch``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from mantle_stream.outputs.report import build_report
 from mantle_stream.outputs.table import ReportTable
 from mantle_stream.testing import conversation, session_ended, tool, user
 
-from _harness import run_cli
+from _harness import run_cli, run_cli_in_process
 
 SCENARIO = """\
 scenario:
@@ -74,9 +75,14 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     return scenario, events
 
 
-def check(files: tuple[Path, Path], *args: str) -> tuple[int, dict[str, Any]]:
+def check(
+    files: tuple[Path, Path], *args: str, process: bool = False
+) -> tuple[int, dict[str, Any]]:
+    """``check`` on ``files`` with ``args``: its status and JSON report (``process``: as
+    a subprocess, which ``--workers`` needs to start processes of its own)."""
     scenario, events = files
-    proc = run_cli("check", str(scenario), "--events", str(events), "--format", "json", *args)
+    run = run_cli if process else run_cli_in_process
+    proc = run("check", str(scenario), "--events", str(events), "--format", "json", *args)
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -278,5 +284,5 @@ def test_the_html_page_shows_the_entries() -> None:
 
 def test_workers_report_the_same_scores(files: tuple[Path, Path]) -> None:
     one = check(files, "--tool-calls")
-    two = check(files, "--tool-calls", "--workers", "2")
+    two = check(files, "--tool-calls", "--workers", "2", process=True)
     assert two == one

@@ -1,4 +1,8 @@
-"""Crash-safe resume (--state), de-duplication, reordering and the bad-event policy."""
+"""Crash-safe resume (--state), de-duplication, reordering and the bad-event policy.
+
+The command line runs as a process where a run is interrupted, timed or locked out
+of its state file (a lock is per process), and in this process (``cli.main``) else.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from mantle_stream.core.recorded import load_results
 from mantle_stream.core.verdicts import MAX_OCCURRENCES
 from mantle_stream.feeds.lines import split_lines
 
-from _harness import run_cli
+from _harness import run_cli, run_cli_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -227,7 +231,7 @@ def test_skip_policy_reports_bad_lines_and_judges_the_rest() -> None:
 def test_cli_strict_policy_prints_what_was_judged_then_exits_2(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
-    proc = run_cli(
+    proc = run_cli_in_process(
         "check",
         str(SCENARIOS),
         "--events",
@@ -248,7 +252,7 @@ def test_cli_strict_policy_prints_what_was_judged_then_exits_2(tmp_path: Path) -
 def test_cli_skip_policy_goes_on_and_counts(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_bytes(b"".join(LINES[:100]) + b"{oops\n" + b"".join(LINES[100:]))
-    proc = run_cli(
+    proc = run_cli_in_process(
         "check",
         str(SCENARIOS),
         "--events",
@@ -499,13 +503,13 @@ def test_a_scenario_name_that_is_another_files_stem_is_refused(tmp_path: Path) -
     )
     with pytest.raises(ms.UsageError, match="`b` names two scenarios"):
         ms.Evaluator(ms.load_scenarios([tmp_path]))
-    proc = run_cli("validate", str(tmp_path))
+    proc = run_cli_in_process("validate", str(tmp_path))
     assert proc.returncode == 2
     assert "a results folder or metadata could not tell them apart" in proc.stderr
 
 
 def test_a_report_of_a_stopped_run_says_it_is_not_complete(tmp_path: Path) -> None:
-    proc = run_cli(
+    proc = run_cli_in_process(
         "check",
         str(SCENARIOS),
         "--events",

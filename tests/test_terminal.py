@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import mantle_stream as ms
+from mantle_stream.run.workers import AUTO_MIN_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "eval"
@@ -87,11 +88,12 @@ def terminal(
 
 @pytest.fixture(scope="module")
 def big_feed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One scenario's example runs 1,000 times over (distinct ids): a second or two."""
+    """One scenario's example runs over and over (distinct ids), just past the size
+    from which ``check`` judges in one process per core (as a long replay is)."""
     lines = CARD_EVENTS.read_text().splitlines(keepends=True)
     path = tmp_path_factory.mktemp("big") / "big.jsonl"
     with path.open("w") as fh:
-        for n in range(1000):
+        for n in range(AUTO_MIN_BYTES // CARD_EVENTS.stat().st_size + 2):
             fh.write("".join(line.replace('"sim-', f'"copy{n}-sim-') for line in lines))
     return path
 
@@ -122,22 +124,6 @@ def test_no_color_is_honoured() -> None:
     assert COLOUR.search(coloured)  # a terminal gets colour by default
     _, plain, _ = terminal(args, env={"NO_COLOR": "1"})
     assert b"failed" in plain and not COLOUR.search(plain)
-
-
-@pytest.mark.parametrize("columns", [60, 110])
-def test_the_closing_lines_wrap_on_word_boundaries(columns: int) -> None:
-    # The demo's last lines name many conversations; on a terminal they are
-    # wrapped at spaces, never inside an id or a word.
-    code, shown, _ = terminal(["demo", "--speed", "10"], columns=columns)
-    assert code == 1
-    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", shown.decode(errors="replace"))
-    closing = text[text.rindex("stopped early:") :]
-    lines = [line.rstrip() for line in closing.replace("\r", "").split("\n") if line.strip()]
-    assert all(len(line) <= columns for line in lines), lines
-    joined = " ".join(lines)
-    # Six ids of 40 characters each, every one whole on its line.
-    assert len(re.findall(r"sim-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", joined)) == 6
-    assert "user turns the simulator did not have to play" in joined
 
 
 # ---------------------------------------------------------------- the live view, as seen
@@ -186,15 +172,27 @@ def every_conversation_accounted_for(frame: list[str]) -> bool:
     return shown + more == int(header.group(1))
 
 
-_DEMO_RUNS: dict[tuple[int, int], tuple[int, bytes]] = {}
+@pytest.fixture(scope="session")
+def captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where this run keeps its demo captures: the directory every xdist worker of the
+    run shares (the run's own temporary directory without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def demo_on(columns: int, rows: int) -> tuple[int, bytes]:
-    """``mantle-stream demo`` on a terminal of that size (run once per size per module)."""
-    if (columns, rows) not in _DEMO_RUNS:
-        code, shown, _ = terminal(["demo", "--speed", "6"], columns=columns, rows=rows)
-        _DEMO_RUNS[columns, rows] = code, shown
-    return _DEMO_RUNS[columns, rows]
+def demo_on(captures: Path, columns: int, rows: int) -> tuple[int, bytes]:
+    """``mantle-stream demo`` on a terminal of that size, captured once per run (5 s
+    each): the first worker to need a size captures it, holding a lock, and the others
+    read what it kept."""
+    kept = captures / f"demo-{columns}x{rows}.out"
+    with (captures / f"demo-{columns}x{rows}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not kept.exists():
+            code, shown, _ = terminal(["demo", "--speed", "6"], columns=columns, rows=rows)
+            kept.with_suffix(".tmp").write_bytes(bytes([code]) + shown)
+            kept.with_suffix(".tmp").rename(kept)
+    data = kept.read_bytes()
+    return data[0], data[1:]
 
 
 SIZES = pytest.mark.parametrize(("columns", "rows"), [(80, 24), (160, 50)], ids=["80x24", "160x50"])
@@ -207,8 +205,10 @@ SIZES = pytest.mark.parametrize(("columns", "rows"), [(80, 24), (160, 50)], ids=
     [pytest.param(80, 24, marks=pytest.mark.slow), pytest.param(160, 50, marks=pytest.mark.slow)],
     ids=["80x24", "160x50"],
 )
-def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(columns: int, rows: int) -> None:
-    code, shown = demo_on(columns, rows)
+def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(
+    captures: Path, columns: int, rows: int
+) -> None:
+    code, shown = demo_on(captures, columns, rows)
     assert code == 1
     frames = live_frames(shown)
     judged = [frame for frame in frames if HEADER.search("\n".join(frame))]
@@ -219,9 +219,27 @@ def test_the_demo_on_a_small_terminal_never_cuts_conversations_off(columns: int,
 
 
 @SIZES
-def test_the_demo_never_cuts_a_scenario_name_to_a_few_letters(columns: int, rows: int) -> None:
+def test_the_closing_lines_wrap_on_word_boundaries(captures: Path, columns: int, rows: int) -> None:
+    # The demo's last lines name many conversations; on a terminal they are
+    # wrapped at spaces, never inside an id or a word.
+    code, shown = demo_on(captures, columns, rows)
+    assert code == 1
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", shown.decode(errors="replace"))
+    closing = text[text.rindex("stopped early:") :]
+    lines = [line.rstrip() for line in closing.replace("\r", "").split("\n") if line.strip()]
+    assert all(len(line) <= columns for line in lines), lines
+    joined = " ".join(lines)
+    # Six ids of 40 characters each, every one whole on its line.
+    assert len(re.findall(r"sim-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", joined)) == 6
+    assert "user turns the simulator did not have to play" in joined
+
+
+@SIZES
+def test_the_demo_never_cuts_a_scenario_name_to_a_few_letters(
+    captures: Path, columns: int, rows: int
+) -> None:
     names = [s.name for s in ms.load_scenarios([SCENARIOS])]
-    frames = live_frames(demo_on(columns, rows)[1])
+    frames = live_frames(demo_on(captures, columns, rows)[1])
     lines = [line for frame in frames for line in frame]
     assert not [line for line in lines if re.search(r"\bCusto?m?e?r?…", line)]
     if columns >= 160:  # room to spare: every row and section names its scenario whole
@@ -232,10 +250,10 @@ def test_the_demo_never_cuts_a_scenario_name_to_a_few_letters(columns: int, rows
 
 @SIZES
 def test_every_table_the_demo_draws_ends_with_the_legend_of_its_marks(
-    columns: int, rows: int
+    captures: Path, columns: int, rows: int
 ) -> None:
     legend = "✔ passed  ✘ failed  · pending  - skipped  n/m: n of m assertions decided"
-    frames = live_frames(demo_on(columns, rows)[1])
+    frames = live_frames(demo_on(captures, columns, rows)[1])
     tables = [frame for frame in frames if any(ROW.match(line) for line in frame)]
     assert len(tables) >= 5
     assert all([line for line in frame if line][-1] == legend for frame in tables)
@@ -266,15 +284,18 @@ def test_ctrl_c_on_a_watch_leaves_a_view_that_says_interrupted(tmp_path: Path) -
 
 
 def test_ctrl_c_on_the_demo_leaves_a_view_that_says_interrupted() -> None:
-    code, shown, _ = terminal(["demo"], columns=80, rows=24, interrupt_on=b"\xe2\x9c\x98")  # a ✘
+    # At --speed 6 the first ✘ is drawn within a second of the start (3 s at speed 1).
+    code, shown, _ = terminal(
+        ["demo", "--speed", "6"], columns=80, rows=24, interrupt_on=b"\xe2\x9c\x98"
+    )
     screen = closing_screen(shown)
     assert "mantle-stream demo · interrupted" in screen[0], screen
     assert not any("finished" in line or "running" in line for line in screen[:24])
     assert code in (1, 130)
 
 
-def test_the_demo_clock_starts_at_zero_not_at_the_machine_uptime() -> None:
+def test_the_demo_clock_starts_at_zero_not_at_the_machine_uptime(captures: Path) -> None:
     # The first frame is drawn before the gate has started: its clock read 176:25.1.
-    frames = live_frames(demo_on(80, 24)[1])
+    frames = live_frames(demo_on(captures, 80, 24)[1])
     clocks = [m.group(0) for f in frames for line in f if (m := re.search(r"\d+:\d\d\.\d", line))]
     assert clocks and all(clock.startswith("00:") for clock in clocks), clocks[:3]
