@@ -22,7 +22,18 @@ from hypothesis import strategies as st
 
 import mantle_stream as ms
 from mantle_stream.core.recorded import RecordedRun
-from mantle_stream.outputs.junit import UNMATCHED_SUITE, JunitWriter, _Suite, junit_xml
+from mantle_stream.outputs.junit import (
+    _ESCAPED,
+    _ESCAPED_MOST,
+    _FORBIDDEN,
+    UNMATCHED_SUITE,
+    JunitWriter,
+    _attribute,
+    _escape,
+    _Suite,
+    _valid,
+    junit_xml,
+)
 from mantle_stream.outputs.report import Report
 
 from _harness import line
@@ -291,3 +302,24 @@ def test_a_case_is_written_as_elementtree_writes_it(
     _Suite("s", reference).write(case)
     _Suite("s", fast).write_case(attributes, properties, (tag, outcome_attributes, text))
     assert fast.getvalue() == reference.getvalue()
+
+
+@settings(deadline=None)
+@given(texts=st.lists(_ODD, max_size=5))
+def test_text_is_made_valid_as_the_pattern_makes_it_whatever_it_is_joined_with(
+    texts: list[str],
+) -> None:
+    # A run's cases are made valid at once, through a scan of the bytes that finds
+    # nothing in nearly every text: the same bytes as the pattern's, case by case.
+    expected = b"".join(_FORBIDDEN.sub(_escape, t).encode() for t in texts)
+    assert _valid("".join(texts)) == expected
+
+
+def test_attribute_values_are_escaped_alike_however_many_were_seen() -> None:
+    # The escapes of recent values are kept (a bounded dict): the first, the last
+    # and one seen again after the dict was emptied all come out as ElementTree's.
+    values = [f'v{i} &<>"\t\r\n' if i % 2 else f"v{i}" for i in range(3 * _ESCAPED_MOST)]
+    for value in [*values, *values[:10]]:
+        case = ET.Element("testcase", name=value)
+        assert f' name="{_attribute(value)}"' in ET.tostring(case, encoding="unicode")
+    assert len(_ESCAPED) <= _ESCAPED_MOST

@@ -37,7 +37,13 @@ from typing import IO
 from mantle_stream.core.engine.evaluator import UnmatchedConversation
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.recorded import RecordedRun
-from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage, ToolCallScores
+from mantle_stream.core.verdicts import (
+    ConversationResult,
+    Decision,
+    StopMessage,
+    ToolCallScores,
+    VerdictRecord,
+)
 from mantle_stream.outputs.atomic import atomic_file
 from mantle_stream.outputs.report import (
     Report,
@@ -63,8 +69,22 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+#: The C0 controls XML forbids (all but tab, newline and return), as UTF-8 bytes.
+_C0 = bytes(c for c in range(0x20) if c not in b"\t\n\r")
+
+
 def _valid(text: str) -> bytes:
     """``text`` as UTF-8 that any XML reader accepts: what XML forbids, escaped."""
+    # (Looked for in the bytes first: a scan in C, where the pattern costs ten
+    # times as much on text that holds none, as nearly all does.)
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return _FORBIDDEN.sub(_escape, text).encode()
+    if len(data.translate(None, _C0)) == len(data) and (
+        text.isascii() or (b"\xef\xbf\xbe" not in data and b"\xef\xbf\xbf" not in data)
+    ):
+        return data  # (U+FFFE and U+FFFF are EF BF BE and EF BF BF)
     return _FORBIDDEN.sub(_escape, text).encode()
 
 
@@ -85,16 +105,26 @@ _IN_ATTRIBUTE = str.maketrans(
 _IN_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
+_ESCAPES_ATTRIBUTE = re.compile('[&<>"\r\n\t]')
+_ESCAPES_TEXT = re.compile("[&<>]")
+#: Values escaped lately, as attributes: kinds, reasons, file and scenario names
+#: recur from run to run (a dict look-up costs a twentieth of an escape).
+_ESCAPED: dict[str, str] = {}
+_ESCAPED_MOST = 4096
+
+
 def _attribute(value: str) -> str:
-    return value.translate(_IN_ATTRIBUTE)
+    escaped = _ESCAPED.get(value)
+    if escaped is None:
+        escaped = value.translate(_IN_ATTRIBUTE) if _ESCAPES_ATTRIBUTE.search(value) else value
+        if len(_ESCAPED) >= _ESCAPED_MOST:
+            _ESCAPED.clear()  # (bounded: a long run's reasons are many)
+        _ESCAPED[value] = escaped
+    return escaped
 
 
 def _text(value: str) -> str:
-    return value.translate(_IN_TEXT)
-
-
-def _attributes(pairs: list[tuple[str, str]]) -> list[str]:
-    return [f' {name}="{_attribute(value)}"' for name, value in pairs]
+    return value.translate(_IN_TEXT) if _ESCAPES_TEXT.search(value) else value
 
 
 def _figure(value: float | bool | None) -> str:
@@ -161,25 +191,37 @@ class _Suite:
         outcome: tuple[str, list[tuple[str, str]], str | None],
     ) -> None:
         """A ``<testcase>`` as :meth:`write` would write its element, byte for byte,
-        without building one: a run of many thousand cases spent most of its time
-        in ElementTree. ``outcome``: the one child after the properties (its tag,
+        without building one (:meth:`case`)."""
+        self.body.write(_valid(self.case(attributes, properties, outcome)))
+
+    def case(
+        self,
+        attributes: list[tuple[str, str]],
+        properties: list[tuple[str, str]],
+        outcome: tuple[str, list[tuple[str, str]], str | None],
+    ) -> str:
+        """A ``<testcase>``'s text, counted, as :meth:`write` would write its element
+        (before :func:`_valid`): a run of many thousand cases spent most of its time in
+        ElementTree. ``outcome``: the one child after the properties (its tag,
         attributes and text)."""
         tag, outcome_attributes, text = outcome
         self.tests += 1
         self.failures += tag == "failure"
         self.errors += tag == "error"
         self.skipped += tag == "skipped"
-        parts = ["    <testcase", *_attributes(attributes), ">\n      <properties"]
-        parts.append(">" if properties else " />")
-        for name, value in properties:
-            parts.append(
-                f'\n        <property name="{_attribute(name)}" value="{_attribute(value)}" />'
-            )
-        parts.append(f"\n      </properties>\n      <{tag}" if properties else f"\n      <{tag}")
-        parts += _attributes(outcome_attributes)
-        parts.append(f">{_text(text)}</{tag}>" if text else " />")
-        parts.append("\n    </testcase>\n")
-        self.body.write(_valid("".join(parts)))
+        head = "".join([f' {n}="{_attribute(v)}"' for n, v in attributes])
+        tail = "".join([f' {n}="{_attribute(v)}"' for n, v in outcome_attributes])
+        tail += f">{_text(text)}</{tag}>" if text else " />"
+        end = f"\n      <{tag}{tail}\n    </testcase>\n"
+        if not properties:
+            return f"    <testcase{head}>\n      <properties />{end}"
+        listed = "".join(
+            [
+                f'\n        <property name="{_attribute(n)}" value="{_attribute(v)}" />'
+                for n, v in properties
+            ]
+        )
+        return f"    <testcase{head}>\n      <properties>{listed}\n      </properties>{end}"
 
     def element(self, result: ScenarioResult | None) -> ET.Element:
         """The opening of the suite: its totals and properties (its cases follow)."""
@@ -279,49 +321,58 @@ class _Assembly:
                 suite.started = conv.started
         recorded = conv.recorded.run_index if conv.recorded is not None else None
         run = suite.runs if recorded is None else recorded
-        for a in conv.assertions:
-            tally = suite.assertions.setdefault(a.index, _Tally(a.kind))
-            tally.passed += a.verdict == "passed"
-            tally.failed += a.verdict == "failed"
-            attributes = [
-                ("name", f"run {run} #{a.index} {a.kind}"),
-                ("classname", suite.name),
-                *_where(a.file, a.line),
-            ]
-            at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
-            properties = [
-                ("conversation_id", conv.conversation_id),
-                ("verdict", a.verdict),
-                ("decided_at", _decided_at(a.decided_at, a.verdict)),
-                ("reason", a.reason),
-            ]
-            outcome: tuple[str, list[tuple[str, str]], str | None]
-            if a.verdict == "failed":
-                outcome = (
-                    "failure",
-                    [("message", a.reason), ("type", a.kind)],
-                    f"{a.reason}\n(decided at {at})",
-                )
-            elif a.verdict == "errored":  # could not be evaluated: not a failure
-                outcome = (
-                    "error",
-                    [("message", a.reason), ("type", "errored")],
-                    f"{a.reason}\n(at {at})",
-                )
-            elif a.verdict == "pending":
-                outcome = ("skipped", [("message", "still pending when the run ended")], None)
-            elif a.verdict == "skipped":
-                outcome = ("skipped", [("message", a.reason)], None)
-            else:
-                outcome = ("system-out", [], f"{a.reason} (decided at {at})")
-            suite.write_case(attributes, properties, outcome)
+        cases = [self._case(suite, run, conv.conversation_id, a) for a in conv.assertions]
         if conv.expected_tools is not None:
-            self._add_gates(suite, run, conv.conversation_id, conv.expected_tools)
+            cases += self._gates(suite, run, conv.conversation_id, conv.expected_tools)
+        # (A run's cases made valid and written at once: a case at a time cost as much.)
+        suite.body.write(_valid("".join(cases)))
 
-    def _add_gates(
+    @staticmethod
+    def _case(suite: _Suite, run: int, conversation_id: str, a: VerdictRecord) -> str:
+        """The case of one assertion of a run."""
+        tally = suite.assertions.get(a.index)
+        if tally is None:
+            tally = suite.assertions[a.index] = _Tally(a.kind)
+        tally.passed += a.verdict == "passed"
+        tally.failed += a.verdict == "failed"
+        attributes = [
+            ("name", f"run {run} #{a.index} {a.kind}"),
+            ("classname", suite.name),
+            *_where(a.file, a.line),
+        ]
+        at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
+        properties = [
+            ("conversation_id", conversation_id),
+            ("verdict", a.verdict),
+            ("decided_at", _decided_at(a.decided_at, a.verdict)),
+            ("reason", a.reason),
+        ]
+        outcome: tuple[str, list[tuple[str, str]], str | None]
+        if a.verdict == "failed":
+            outcome = (
+                "failure",
+                [("message", a.reason), ("type", a.kind)],
+                f"{a.reason}\n(decided at {at})",
+            )
+        elif a.verdict == "errored":  # could not be evaluated: not a failure
+            outcome = (
+                "error",
+                [("message", a.reason), ("type", "errored")],
+                f"{a.reason}\n(at {at})",
+            )
+        elif a.verdict == "pending":
+            outcome = ("skipped", [("message", "still pending when the run ended")], None)
+        elif a.verdict == "skipped":
+            outcome = ("skipped", [("message", a.reason)], None)
+        else:
+            outcome = ("system-out", [], f"{a.reason} (decided at {at})")
+        return suite.case(attributes, properties, outcome)
+
+    def _gates(
         self, suite: _Suite, run: int, conversation_id: str, tools: ToolCallScores
-    ) -> None:
+    ) -> list[str]:
         """A case per ``gate: true`` entry of the run's expected_tools."""
+        cases = []
         for e in tools.entries:
             if not e.gate:
                 continue
@@ -352,7 +403,8 @@ class _Assembly:
                 outcome = ("failure", [("message", e.reason), ("type", e.kind)], e.reason)
             else:
                 outcome = ("system-out", [], e.reason)
-            suite.write_case(attributes, properties, outcome)
+            cases.append(suite.case(attributes, properties, outcome))
+        return cases
 
     def add_unmatched(self, u: UnmatchedConversation) -> None:
         # Not judged is not passed: an error a CI job shows, never a silent absence.
