@@ -12,8 +12,8 @@ then runs ``mantle-stream check --format json --jsonl`` on each with
 speed-up (best of one ÷ best of two), the load average before each source (the
 machine may be shared), and the CPU seconds of each process of the last timed
 run (sampled from ``/proc`` every 50 ms on Linux: the parent first, then each
-worker). A last pair adds ``--junit`` (untimed:
-the parent writes every JUnit case alone) and the outputs are compared: the
+worker). A last pair adds ``--junit`` (untimed: a JUnit case per verdict
+takes seconds) and the outputs are compared: the
 JSON report and the JUnit file byte for byte, the JSONL verdicts as lines
 (two workers write them grouped by conversation). Exit status 1 when an
 output differs.
@@ -31,7 +31,8 @@ part by part: the workers' judging, merging their results, telling the sinks
 the decisions, building the report, encoding it, and the report's outputs
 (JUnit, HTML, each written from the report at its end). The best of ``--rounds``
 of each part; ``tail ÷ run``: what follows the workers' judging, of the whole;
-and the JUnit file's cases per second.
+and the JUnit file's cases per second in the parent (which numbers and writes
+the cases each worker made of its runs).
 
 For the SQLite store, the CPU seconds of reading it alone (no judging, in this
 process): as one process reads it, and each of 2 workers' shares (which also
@@ -266,9 +267,8 @@ def main() -> int:
                 for workers in (1, 2):
                     seconds, outputs[workers] = check(scen, events, workers, folder / f"o{workers}")
                     times[workers].append(seconds)
-            # Once more with --junit, untimed: writing a JUnit case per verdict is done
-            # by the parent alone (150,000 cases here take seconds) and would hide the
-            # judging being measured.
+            # Once more with --junit, untimed: writing a JUnit case per verdict (150,000
+            # here) takes seconds, which would hide the judging being measured.
             for workers in (1, 2):
                 _, outputs[workers] = check(
                     scen, events, workers, folder / f"o{workers}", junit=True
@@ -333,7 +333,8 @@ def main() -> int:
         print(f"| {label:<19} | {cells} | {(run - best['judging']) / run:>9.0%}  |")
     cases = args.conversations * len(scenario_assertions())
     for label, best in tails:
-        print(f"{label}: JUnit, {cases:,} cases: {cases / best['JUnit']:,.0f} cases/s")
+        print(f"{label}: JUnit, {cases:,} cases: {cases / best['JUnit']:,.0f} cases/s "
+              "(the parent's part: the workers make each run's cases)")  # fmt: skip
     print()
     print("workers: OK: the outputs are the same" if same else "workers: OUTPUTS DIFFER")
     return 0 if same else 1

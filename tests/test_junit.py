@@ -23,16 +23,19 @@ from hypothesis import strategies as st
 import mantle_stream as ms
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.outputs.junit import (
+    UNMATCHED_SUITE,
+    JunitWriter,
+    _Suite,
+    junit_xml,
+    run_cases,
+)
+from mantle_stream.outputs.junit_text import (
     _ESCAPED,
     _ESCAPED_MOST,
     _FORBIDDEN,
-    UNMATCHED_SUITE,
-    JunitWriter,
     _attribute,
     _escape,
-    _Suite,
     _valid,
-    junit_xml,
 )
 from mantle_stream.outputs.report import Report
 
@@ -323,3 +326,31 @@ def test_attribute_values_are_escaped_alike_however_many_were_seen() -> None:
         case = ET.Element("testcase", name=value)
         assert f' name="{_attribute(value)}"' in ET.tostring(case, encoding="unicode")
     assert len(_ESCAPED) <= _ESCAPED_MOST
+
+
+def _written(report: Report, tmp_path: Path, *, made: bool, tool_calls: bool = False) -> bytes:
+    """The JUnit file of ``report``, its runs' cases made apart (as a ``--workers``
+    worker makes them) or by the writer."""
+    path = tmp_path / ("made.xml" if made else "whole.xml")
+    writer = JunitWriter(str(path), tool_calls=tool_calls)
+    if made:
+        writer.add_made(
+            {c.conversation_id: run_cases(c, tool_calls=tool_calls) for c in report.conversations}
+        )
+    writer.finish(report)
+    return path.read_bytes()
+
+
+def test_runs_cases_made_apart_are_written_as_the_writer_makes_them(tmp_path: Path) -> None:
+    # A worker makes its runs' cases without their numbers (it does not know how
+    # many runs of the scenario come before): the writer numbers them, recorded
+    # run indexes (flaky) and positions (the others) alike.
+    recorded = {
+        f"flaky-{n}": RecordedRun(f"flaky/run_{n + 7}.json", f"flaky-{n}", "flaky", n + 7, {})
+        for n in range(3)
+    }
+    report = ms.build_report(feed(), recorded)
+    whole = _written(report, tmp_path, made=False)
+    assert _written(report, tmp_path, made=True) == whole
+    assert b"run 8 #0 skill_activated" in whole and b"\xee\x80\x80" not in whole
+    read(whole)

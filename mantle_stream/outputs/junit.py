@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
@@ -33,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO
+
+import msgspec
 
 from mantle_stream.core.engine.evaluator import UnmatchedConversation
 from mantle_stream.core.errors import FeedError
@@ -45,6 +46,7 @@ from mantle_stream.core.verdicts import (
     VerdictRecord,
 )
 from mantle_stream.outputs.atomic import atomic_file
+from mantle_stream.outputs.junit_text import _attribute, _text, _valid
 from mantle_stream.outputs.report import (
     Report,
     ReportConversation,
@@ -52,41 +54,10 @@ from mantle_stream.outputs.report import (
     report_conversation,
 )
 
-__all__ = ["UNMATCHED_SUITE", "JunitWriter", "junit_xml"]
+__all__ = ["UNMATCHED_SUITE", "JunitWriter", "RunCases", "junit_xml", "run_cases"]
 
 #: The name of the suite of the conversations judged against no scenario.
 UNMATCHED_SUITE = "unmatched conversations"
-
-#: Characters XML 1.0 forbids: C0 controls but tab, newline and return; lone
-#: surrogates (a file name that is not UTF-8, through ``os.fsdecode``); U+FFFE
-#: and U+FFFF. Each is written as its escape in text (``\\x01``, ``\\ufffe``),
-#: so that data quoting them never makes the file unreadable.
-_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-#: The C0 controls XML forbids (all but tab, newline and return), as UTF-8 bytes.
-_C0 = bytes(c for c in range(0x20) if c not in b"\t\n\r")
-
-
-def _valid(text: str) -> bytes:
-    """``text`` as UTF-8 that any XML reader accepts: what XML forbids, escaped."""
-    # (Looked for in the bytes first: a scan in C, where the pattern costs ten
-    # times as much on text that holds none, as nearly all does.)
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:  # a lone surrogate
-        return _FORBIDDEN.sub(_escape, text).encode()
-    if len(data.translate(None, _C0)) == len(data) and (
-        text.isascii() or (b"\xef\xbf\xbe" not in data and b"\xef\xbf\xbf" not in data)
-    ):
-        return data  # (U+FFFE and U+FFFF are EF BF BE and EF BF BF)
-    return _FORBIDDEN.sub(_escape, text).encode()
-
 
 _DECLARATION = "<?xml version='1.0' encoding='utf-8'?>\n"
 
@@ -95,36 +66,6 @@ def _xml(element: ET.Element, *, declaration: bool = False) -> bytes:
     """An element as UTF-8 XML that any XML reader accepts, whatever its text holds."""
     text = ET.tostring(element, encoding="unicode")
     return _valid(_DECLARATION + text if declaration else text)
-
-
-#: What ElementTree escapes in an attribute value and in text, alike.
-_IN_ATTRIBUTE = str.maketrans(
-    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;", "\n": "&#10;",
-     "\t": "&#09;"}
-)  # fmt: skip
-_IN_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-
-
-_ESCAPES_ATTRIBUTE = re.compile('[&<>"\r\n\t]')
-_ESCAPES_TEXT = re.compile("[&<>]")
-#: Values escaped lately, as attributes: kinds, reasons, file and scenario names
-#: recur from run to run (a dict look-up costs a twentieth of an escape).
-_ESCAPED: dict[str, str] = {}
-_ESCAPED_MOST = 4096
-
-
-def _attribute(value: str) -> str:
-    escaped = _ESCAPED.get(value)
-    if escaped is None:
-        escaped = value.translate(_IN_ATTRIBUTE) if _ESCAPES_ATTRIBUTE.search(value) else value
-        if len(_ESCAPED) >= _ESCAPED_MOST:
-            _ESCAPED.clear()  # (bounded: a long run's reasons are many)
-        _ESCAPED[value] = escaped
-    return escaped
-
-
-def _text(value: str) -> str:
-    return value.translate(_IN_TEXT) if _ESCAPES_TEXT.search(value) else value
 
 
 def _figure(value: float | bool | None) -> str:
@@ -274,6 +215,32 @@ class _Suite:
         return suite
 
 
+#: Stands for a run's number in cases made before it is known (by a worker): a
+#: character no case's name holds elsewhere (its kind is a name, its index a number).
+_RUN = "\ue000"
+_RUN_NAME = f' name="run {_RUN} '.encode()
+
+
+class RunCases(msgspec.Struct, frozen=True):
+    """One run's cases made apart (:func:`run_cases`), and how many of each."""
+
+    cases: bytes  # valid XML, the run's number left as _RUN
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+
+
+def run_cases(conv: ReportConversation, *, tool_calls: bool) -> RunCases:
+    """A run's cases as :class:`JunitWriter` writes them, made where it was judged
+    (a ``--workers`` worker, in parallel: not in the parent's serial tail) with
+    its number left out, which counts the runs of its scenario before it: the
+    writer puts it in (:meth:`JunitWriter.add_made`)."""
+    suite = _Suite(conv.scenario or conv.conversation_id, io.BytesIO())
+    cases = _valid("".join(_Assembly(None, tool_calls)._cases(suite, _RUN, conv)))
+    return RunCases(cases, suite.tests, suite.failures, suite.errors, suite.skipped)
+
+
 class _Assembly:
     """The suites being written, one body per scenario, and how they are put together.
 
@@ -309,8 +276,9 @@ class _Assembly:
             self.suites[scenario] = suite
         return suite
 
-    def add_run(self, conv: ReportConversation) -> None:
-        """One run's cases, into its scenario's body."""
+    def add_run(self, conv: ReportConversation, made: RunCases | None = None) -> None:
+        """One run's cases, into its scenario's body (``made``: by a worker, with its
+        number left out: :func:`run_cases`)."""
         suite = self.suite(conv.scenario or conv.conversation_id)
         suite.runs += 1
         suite.verdicts[conv.verdict] = suite.verdicts.get(conv.verdict, 0) + 1
@@ -321,14 +289,31 @@ class _Assembly:
                 suite.started = conv.started
         recorded = conv.recorded.run_index if conv.recorded is not None else None
         run = suite.runs if recorded is None else recorded
+        if made is None:
+            # (A run's cases made valid and written at once: a case at a time cost as much.)
+            suite.body.write(_valid("".join(self._cases(suite, run, conv))))
+            return
+        for a in conv.assertions:  # (what _case counts, from the run's verdicts)
+            tally = suite.assertions.get(a.index)
+            if tally is None:
+                tally = suite.assertions[a.index] = _Tally(a.kind)
+            tally.passed += a.verdict == "passed"
+            tally.failed += a.verdict == "failed"
+        suite.tests += made.tests
+        suite.failures += made.failures
+        suite.errors += made.errors
+        suite.skipped += made.skipped
+        suite.body.write(made.cases.replace(_RUN_NAME, f' name="run {run} '.encode()))
+
+    def _cases(self, suite: _Suite, run: int | str, conv: ReportConversation) -> list[str]:
+        """The cases of one run: an assertion's each, then a gate's each."""
         cases = [self._case(suite, run, conv.conversation_id, a) for a in conv.assertions]
         if conv.expected_tools is not None:
             cases += self._gates(suite, run, conv.conversation_id, conv.expected_tools)
-        # (A run's cases made valid and written at once: a case at a time cost as much.)
-        suite.body.write(_valid("".join(cases)))
+        return cases
 
     @staticmethod
-    def _case(suite: _Suite, run: int, conversation_id: str, a: VerdictRecord) -> str:
+    def _case(suite: _Suite, run: int | str, conversation_id: str, a: VerdictRecord) -> str:
         """The case of one assertion of a run."""
         tally = suite.assertions.get(a.index)
         if tally is None:
@@ -369,7 +354,7 @@ class _Assembly:
         return suite.case(attributes, properties, outcome)
 
     def _gates(
-        self, suite: _Suite, run: int, conversation_id: str, tools: ToolCallScores
+        self, suite: _Suite, run: int | str, conversation_id: str, tools: ToolCallScores
     ) -> list[str]:
         """A case per ``gate: true`` entry of the run's expected_tools."""
         cases = []
@@ -501,6 +486,7 @@ class JunitWriter:
         os.close(fd)
         os.unlink(probe)
         self._assembly: _Assembly | None = _Assembly(path, tool_calls)
+        self._made: dict[str, RunCases] = {}  # runs' cases the workers made
 
     @property
     def tests(self) -> int:
@@ -528,6 +514,11 @@ class JunitWriter:
         except OSError as exc:
             raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
 
+    def add_made(self, made: Mapping[str, RunCases]) -> None:
+        """Runs' cases made apart (:func:`run_cases`, by conversation), written at the
+        end in the report's order, each numbered then."""
+        self._made.update(made)
+
     def on_decisions(self, decisions: list[Decision]) -> None:
         """Cases are written per run: from runs let go of, and at the end."""
 
@@ -542,8 +533,9 @@ class JunitWriter:
         assembly = self._assembly
         assert assembly is not None, "finished twice"
         try:
+            made = self._made
             for conv in report.conversations:
-                assembly.add_run(conv)
+                assembly.add_run(conv, made.pop(conv.conversation_id, None))
             for u in report.unmatched:
                 assembly.add_unmatched(u)
             with atomic_file(self.path) as out:
