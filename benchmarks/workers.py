@@ -12,8 +12,8 @@ then runs ``mantle-stream check --format json --jsonl`` on each with
 speed-up (best of one ÷ best of two), the load average before each source (the
 machine may be shared), and the CPU seconds of each process of the last timed
 run (sampled from ``/proc`` every 50 ms on Linux: the parent first, then each
-worker). A last pair adds ``--junit`` (untimed:
-the parent writes every JUnit case alone) and the outputs are compared: the
+worker). A last pair adds ``--junit`` (untimed: a JUnit case per verdict
+takes seconds) and the outputs are compared: the
 JSON report and the JUnit file byte for byte, the JSONL verdicts as lines
 (two workers write them grouped by conversation). Exit status 1 when an
 output differs.
@@ -30,7 +30,13 @@ the sinks composed, ``run_workers``), with --jsonl, --junit and --html, timed
 part by part: the workers' judging, merging their results, telling the sinks
 the decisions, building the report, encoding it, and the report's outputs
 (JUnit, HTML, each written from the report at its end). The best of ``--rounds``
-of each part; ``tail ÷ run``: what follows the workers' judging, of the whole.
+of each part; ``tail ÷ run``: what follows the workers' judging, of the whole;
+and the JUnit file's cases per second in the parent (which numbers and writes
+the cases each worker made of its runs).
+
+For the SQLite store, the CPU seconds of reading it alone (no judging, in this
+process): as one process reads it, and each of 2 workers' shares (which also
+list their conversations and count their rows at the end).
 """
 
 from __future__ import annotations
@@ -47,12 +53,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from mantle_stream.core.engine.evaluator import Evaluator
-from mantle_stream.core.engine.partition import partition_of
+from mantle_stream.core.engine.partition import Partition, partition_of
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.outputs.report import build_report
 from mantle_stream.run import OutputsConfig, RunConfig, SourcesConfig, compose_sinks
 from mantle_stream.run import workers as strategy
+from mantle_stream.run.sources import feed_for
 
 from _common import feed, machine, scenario_assertions
 
@@ -108,6 +117,25 @@ def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
         marks["merging"] - started, marks["merged"] - marks["merging"], returned - marks["merged"],
         built - returned, encoded - built, ended[1] - ended[0], ended[2] - ended[1],
     ), strict=True))  # fmt: skip
+
+
+def reading(events: str, workers: int) -> list[float]:
+    """CPU seconds (every thread's) of reading ``events`` alone, no judging, in this
+    process: as one process reads it (``workers`` 1), else each worker's share."""
+    config = RunConfig(command="check", sources=SourcesConfig(events=(events,)))
+    parts = [None] if workers == 1 else [Partition(i, workers) for i in range(workers)]
+
+    async def read(partition: Partition | None) -> None:
+        async with feed_for(config, {}, partition) as feed:
+            async for _ in feed:
+                pass
+
+    seconds = []
+    for partition in parts:
+        started = time.process_time()
+        anyio.run(read, partition)
+        seconds.append(time.process_time() - started)
+    return seconds
 
 
 def store(path: Path, data: bytes) -> None:
@@ -239,9 +267,8 @@ def main() -> int:
                 for workers in (1, 2):
                     seconds, outputs[workers] = check(scen, events, workers, folder / f"o{workers}")
                     times[workers].append(seconds)
-            # Once more with --junit, untimed: writing a JUnit case per verdict is done
-            # by the parent alone (150,000 cases here take seconds) and would hide the
-            # judging being measured.
+            # Once more with --junit, untimed: writing a JUnit case per verdict (150,000
+            # here) takes seconds, which would hide the judging being measured.
             for workers in (1, 2):
                 _, outputs[workers] = check(
                     scen, events, workers, folder / f"o{workers}", junit=True
@@ -256,6 +283,17 @@ def main() -> int:
         if "SQLite event broker" in sources:
             share = shares(folder / "store.db", 2)
             print(f"rows of each of 2 workers' shares of the store: {share} (of {total:,})")
+            spec = sources["SQLite event broker"]
+            alone, apart = (
+                [min(x) for x in zip(*[reading(spec, n) for _ in range(args.rounds)], strict=True)]
+                for n in (1, 2)
+            )
+            print(
+                f"reading the store alone (no judging), best CPU s of {args.rounds}: one "
+                f"process {alone[0]:.2f}; 2 workers' shares "
+                + " + ".join(f"{x:.2f}" for x in apart)
+                + f" = {sum(apart):.2f} (listing their conversations, the counts at the end)"
+            )
     print()
     print(
         "| source              | 1 worker: best / median s | 2 workers: best / median s | speed-up |"  # noqa: E501
@@ -293,6 +331,10 @@ def main() -> int:
         run = sum(best.values())
         cells = " | ".join(f"{best[k]:>{width[k]}.3f}" for k in TAIL)
         print(f"| {label:<19} | {cells} | {(run - best['judging']) / run:>9.0%}  |")
+    cases = args.conversations * len(scenario_assertions())
+    for label, best in tails:
+        print(f"{label}: JUnit, {cases:,} cases: {cases / best['JUnit']:,.0f} cases/s "
+              "(the parent's part: the workers make each run's cases)")  # fmt: skip
     print()
     print("workers: OK: the outputs are the same" if same else "workers: OUTPUTS DIFFER")
     return 0 if same else 1

@@ -24,7 +24,7 @@ import pytest
 from mantle_stream.cli import main
 from mantle_stream.core.engine.partition import Partition
 from mantle_stream.feeds import SqlOptions, open_feed
-from mantle_stream.feeds.sql_db import Batch, Postgres, Sqlite
+from mantle_stream.feeds.sql_db import _JOINED, Batch, Joined, Postgres, Sqlite
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "examples/eval/events/all.jsonl"
@@ -130,6 +130,18 @@ def read_by_workers(
             return batch
 
         monkeypatch.setattr(kind, "fetch", fetch)
+
+    def joined(self: Sqlite, query: str, params: Any, real: Any = Sqlite.joined) -> Joined | None:
+        found: Joined | None = real(self, query, params)
+        if found is not None:  # (the rows SQLite joined: SqlFeed's batches of a plain store)
+            fetched.extend(found.ids)
+            if plans is not None:
+                whole = _JOINED.format(query)
+                shown = self._conn.execute(f"EXPLAIN QUERY PLAN {whole}", tuple(params))
+                plans.append(" / ".join(row[-1] for row in shown))
+        return found
+
+    monkeypatch.setattr(Sqlite, "joined", joined)
 
     async def lines_of(index: int) -> list[bytes]:
         lines: list[bytes] = []

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from mantle_stream import Evaluator, load_scenario_text
 from mantle_stream.outputs.html import render_html
+from mantle_stream.outputs.junit import JunitWriter, run_cases
 from mantle_stream.outputs.report import build_report
 from mantle_stream.outputs.table import ReportTable
 from mantle_stream.testing import conversation, session_ended, tool, user
@@ -263,6 +264,29 @@ def test_junit_has_a_case_per_gate_entry(
     )
     properties = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert (properties["verdict"], properties["recall"], case.get("line")) == ("failed", "0.0", "8")
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["metrics", "tool-calls"])
+def test_gate_cases_made_apart_are_written_as_the_writer_makes_them(
+    tmp_path: Path, gated: bool
+) -> None:
+    # (What a --workers worker makes, numbered by the parent: the gates' cases too.)
+    evaluator = Evaluator(load_scenario_text(SCENARIO, "balance.yml"))
+    for line in lines():
+        evaluator.push_line(line)
+    evaluator.finish_all()
+    report = build_report(evaluator, tool_calls=gated)
+    files = []
+    for made in (False, True):
+        writer = JunitWriter(str(tmp_path / f"{made}.xml"), tool_calls=gated)
+        if made:
+            writer.add_made(
+                {c.conversation_id: run_cases(c, tool_calls=gated) for c in report.conversations}
+            )
+        writer.finish(report)
+        files.append((tmp_path / f"{made}.xml").read_bytes())
+    assert files[1] == files[0]
+    assert b"run 2 expected_tools #0 tool_called" in files[0]
 
 
 def test_the_html_page_shows_the_entries() -> None:

@@ -22,7 +22,21 @@ from hypothesis import strategies as st
 
 import mantle_stream as ms
 from mantle_stream.core.recorded import RecordedRun
-from mantle_stream.outputs.junit import UNMATCHED_SUITE, JunitWriter, _Suite, junit_xml
+from mantle_stream.outputs.junit import (
+    UNMATCHED_SUITE,
+    JunitWriter,
+    _Suite,
+    junit_xml,
+    run_cases,
+)
+from mantle_stream.outputs.junit_text import (
+    _ESCAPED,
+    _ESCAPED_MOST,
+    _FORBIDDEN,
+    _attribute,
+    _escape,
+    _valid,
+)
 from mantle_stream.outputs.report import Report
 
 from _harness import line
@@ -291,3 +305,52 @@ def test_a_case_is_written_as_elementtree_writes_it(
     _Suite("s", reference).write(case)
     _Suite("s", fast).write_case(attributes, properties, (tag, outcome_attributes, text))
     assert fast.getvalue() == reference.getvalue()
+
+
+@settings(deadline=None)
+@given(texts=st.lists(_ODD, max_size=5))
+def test_text_is_made_valid_as_the_pattern_makes_it_whatever_it_is_joined_with(
+    texts: list[str],
+) -> None:
+    # A run's cases are made valid at once, through a scan of the bytes that finds
+    # nothing in nearly every text: the same bytes as the pattern's, case by case.
+    expected = b"".join(_FORBIDDEN.sub(_escape, t).encode() for t in texts)
+    assert _valid("".join(texts)) == expected
+
+
+def test_attribute_values_are_escaped_alike_however_many_were_seen() -> None:
+    # The escapes of recent values are kept (a bounded dict): the first, the last
+    # and one seen again after the dict was emptied all come out as ElementTree's.
+    values = [f'v{i} &<>"\t\r\n' if i % 2 else f"v{i}" for i in range(3 * _ESCAPED_MOST)]
+    for value in [*values, *values[:10]]:
+        case = ET.Element("testcase", name=value)
+        assert f' name="{_attribute(value)}"' in ET.tostring(case, encoding="unicode")
+    assert len(_ESCAPED) <= _ESCAPED_MOST
+
+
+def _written(report: Report, tmp_path: Path, *, made: bool, tool_calls: bool = False) -> bytes:
+    """The JUnit file of ``report``, its runs' cases made apart (as a ``--workers``
+    worker makes them) or by the writer."""
+    path = tmp_path / ("made.xml" if made else "whole.xml")
+    writer = JunitWriter(str(path), tool_calls=tool_calls)
+    if made:
+        writer.add_made(
+            {c.conversation_id: run_cases(c, tool_calls=tool_calls) for c in report.conversations}
+        )
+    writer.finish(report)
+    return path.read_bytes()
+
+
+def test_runs_cases_made_apart_are_written_as_the_writer_makes_them(tmp_path: Path) -> None:
+    # A worker makes its runs' cases without their numbers (it does not know how
+    # many runs of the scenario come before): the writer numbers them, recorded
+    # run indexes (flaky) and positions (the others) alike.
+    recorded = {
+        f"flaky-{n}": RecordedRun(f"flaky/run_{n + 7}.json", f"flaky-{n}", "flaky", n + 7, {})
+        for n in range(3)
+    }
+    report = ms.build_report(feed(), recorded)
+    whole = _written(report, tmp_path, made=False)
+    assert _written(report, tmp_path, made=True) == whole
+    assert b"run 8 #0 skill_activated" in whole and b"\xee\x80\x80" not in whole
+    read(whole)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pytest
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.core.verdicts import Decision, DecisionRecord, StopMessage
+from mantle_stream.outputs.junit import JunitWriter, RunCases
 from mantle_stream.outputs.report import Report
 from mantle_stream.run import sinks as composition
 from mantle_stream.run.config import OutputsConfig, RunConfig, SourcesConfig
@@ -236,3 +237,27 @@ def test_under_workers_a_sink_rendered_apart_has_its_lines_made_by_the_workers(
     assert {int(pid) for pid, _ in made}.isdisjoint({os.getpid()})  # made in the workers
     conversations = [c["conversation_id"] for c in json.loads(done.stdout)["conversations"]]
     assert list(dict.fromkeys(cid for _, cid in made)) == conversations  # in the report's order
+
+
+def test_under_workers_the_junit_cases_of_each_run_are_made_by_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parent only numbers them and writes them: the file is one process's.
+    handed: list[str] = []
+    add_made = JunitWriter.add_made
+
+    def recorded(self: JunitWriter, made: Mapping[str, RunCases]) -> None:
+        handed.extend(made)
+        add_made(self, made)
+
+    monkeypatch.setattr(JunitWriter, "add_made", recorded)
+    files = {}
+    for workers in ("1", "2"):
+        junit = tmp_path / f"j{workers}.xml"
+        done = run_cli_in_process("check", str(SCENARIOS), "--events", str(EVENTS), "--workers",
+                                  workers, "--format", "json", "--junit", str(junit))  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        files[workers] = junit.read_bytes()
+    conversations = [c["conversation_id"] for c in json.loads(done.stdout)["conversations"]]
+    assert sorted(handed) == sorted(conversations)  # (two workers', one process none)
+    assert files["2"] == files["1"]

@@ -28,6 +28,7 @@ from mantle_stream.cli import main
 from mantle_stream.core.errors import FeedError
 from mantle_stream.feeds import SqlOptions, open_feed, sql
 from mantle_stream.feeds.sql import parse_since, redact
+from mantle_stream.feeds.sql_db import Sqlite
 
 from _harness import run_cli
 from _stores import (
@@ -140,6 +141,60 @@ def test_batches_cross_their_boundaries_in_order(tmp_path: Path) -> None:
     for batch in (1, 7, len(lines) - 1, len(lines), len(lines) + 1, 5000):
         got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(batch_size=batch))
         assert [line.decode() for line in got] == lines, batch
+
+
+def test_a_plain_store_is_read_in_batches_sqlite_joins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows fetched one Python tuple each, and the interpreter's lock handed back and
+    # forth at every row, cost as much as judging them: after the first batch (rows,
+    # to learn their size), a store Mantle wrote comes from SQLite a batch at a time.
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines)
+    calls: list[str] = []
+    fetch, joined = Sqlite.fetch, Sqlite.joined
+
+    def counted_fetch(self: Sqlite, query: str, *args: Any) -> Any:
+        calls.append("rows" if query.startswith("SELECT id, sender_id") else "other")
+        return fetch(self, query, *args)
+
+    def counted_joined(self: Sqlite, *args: Any) -> Any:
+        calls.append("joined")
+        return joined(self, *args)
+
+    monkeypatch.setattr(Sqlite, "fetch", counted_fetch)
+    monkeypatch.setattr(Sqlite, "joined", counted_joined)
+    got = anyio.run(collect, f"sqlite:///{db}", SqlOptions(batch_size=7))
+    assert [line.decode() for line in got] == lines
+    assert calls.count("rows") == 1
+    assert calls.count("joined") == (len(lines) - 7) // 7 + 1  # (the last: fewer)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        '{"event": "user", "text": "hi"}',  # a flat row: given its sender_id
+        '{"conversation_id": "c9",\n "timestamp": 1}',  # pretty-printed
+        None,  # NULL data: a bad row
+        "x",  # not JSON: a bad row
+    ],
+    ids=["flat", "two-lines", "null", "not-json"],
+)
+def test_a_batch_sqlite_joined_that_is_not_plain_is_read_row_by_row(
+    tmp_path: Path, odd: str | None
+) -> None:
+    # After it, the store is read as rows, each looked at: the same lines as when
+    # every batch was (a batch of one row).
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines, broker=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO events (sender_id, data) VALUES ('c9', ?)", (odd,))
+        insert(conn, lines[:20], broker=True)
+    conn.close()
+    spec = f"sqlite:///{db}"
+    one_by_one = anyio.run(collect, spec, SqlOptions(batch_size=1))
+    assert anyio.run(collect, spec, SqlOptions(batch_size=7)) == one_by_one
+    assert len(one_by_one) == len(lines) + 21
 
 
 def test_conversation_filter_keeps_only_those(

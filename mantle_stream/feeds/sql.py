@@ -10,7 +10,9 @@ column, as a tracker document's rows are).
 The table is read in ``id`` order, at most ``batch_size`` rows or about
 :data:`BATCH_BYTES` of data at a time (keyset pagination, ``WHERE id > ?
 ORDER BY id LIMIT ?``, the limit sized from the rows just read: never the
-whole table at once), one JSON line per row; the first batch is asked for with no lower
+whole table at once), one JSON line per row (after the first, SQLite joins a
+plain store's batches, bounded by the limit alone as PostgreSQL's are:
+:meth:`~mantle_stream.feeds.sql_db.Sqlite.joined`); the first batch is asked for with no lower
 bound, so ids of any type the database orders (integers, text, UUIDs) are
 read in that order. A chunk holds rows of consecutive ids, and its line
 numbers are the row ids, so a bad row's error reads ``... (table events,
@@ -42,7 +44,6 @@ the event loop never waits on the database. The connections are
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -62,15 +63,15 @@ from mantle_stream.feeds.sql_db import (
     FETCH_ROWS,
     TABLE,
     Database,
-    Postgres,
+    Joined,
     Sqlite,
-    column_problem,
+    connect,
     database_errors,
     identity,
     locked,
 )
 from mantle_stream.feeds.sql_options import SqlOptions, parse_since
-from mantle_stream.feeds.sql_rows import _conversation, _line, _raw, plain_lines
+from mantle_stream.feeds.sql_rows import _conversation, _line, _raw, named_lines, plain_lines
 from mantle_stream.feeds.sql_share import Share, check_row, check_rows, share
 
 __all__ = [
@@ -84,7 +85,6 @@ __all__ = [
 
 #: The spec prefixes this module reads (after an optional ``follow:``).
 SQL_PREFIXES = ("sqlite://", "postgresql://", "postgres://")
-_INSTALL = 'pip install "mantle_stream[postgres]"'
 _T = TypeVar("_T")
 #: The data a batch of rows holds at most (about; at least one row): the feed then
 #: holds a few times this, whatever the size of a row.
@@ -147,6 +147,7 @@ class SqlFeed(QueuedFeed):
         self._file: tuple[int, int] | None = None
         self._replaced = 0  # times the SQLite file was deleted and created again
         self._share: Share | None = None  # this worker's rows alone (sql_share)
+        self._joins = False  # batches joined by SQLite (_read)
         self._forget_ids()
         self._longest_wait = 0.0
 
@@ -202,55 +203,14 @@ class SqlFeed(QueuedFeed):
             say(message)
 
     def _connect(self) -> Database:
-        url, shown = self._url, redact(self._url)
-        db: Database
-        if url.startswith("sqlite://"):
-            path = url.removeprefix("sqlite://")
-            if not path.startswith("/") or path == "/":
-                raise FeedError(
-                    f"bad event source `{shown}`: expected `sqlite:///PATH` "
-                    "(`sqlite:////PATH` for an absolute path)"
-                )
-            path = self._path = path[1:]
-            if not os.path.isfile(path):
-                problem = "Is a directory" if os.path.isdir(path) else "No such file"
-                raise FeedError(f"cannot read events from `{shown}`: {problem}: `{path}`")
-            try:
-                sqlite = db = Sqlite(path)
-            except sqlite3.Error as exc:
-                if locked(exc):
-                    raise  # waited for (_patiently)
-                raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
-            if sqlite.notice:
-                self._say(sqlite.notice)
-            self._file = identity(path)
-        else:
-            try:
-                import psycopg
-            except ImportError:
-                raise FeedError(
-                    f"cannot read events from `{shown}`: PostgreSQL needs psycopg; "
-                    f"install it with `{_INSTALL}`"
-                ) from None
-            try:
-                db = Postgres(url)
-            except psycopg.Error as exc:
-                message = " ".join(str(exc).split())
-                raise FeedError(f"cannot connect to `{shown}`: {message}") from None
-        try:
-            columns = db.columns()
-        except database_errors() as exc:
-            db.close()
-            if locked(exc):
-                raise  # waited for (_patiently)
-            raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
-        wrong = column_problem(columns, since=self._options.since is not None)
-        if wrong is not None:
-            db.close()
-            raise FeedError(f"cannot read events from `{shown}`: {wrong}")
+        since = self._options.since is not None
+        db, self._path = connect(self._url, since=since, say=self._say)
+        self._file = None if self._path is None else identity(self._path)
         return db
 
-    def _query(self, *, first: bool = False) -> tuple[str, list[Any]]:
+    def _query(
+        self, *, first: bool = False, columns: str = "id, sender_id, {data}"
+    ) -> tuple[str, list[Any]]:
         """The query of a batch: after the last id read, or (``first``) from the
         start, with no value to compare ids with, so that ids of any type the
         database orders (integers, text, UUIDs) are read in their order."""
@@ -259,8 +219,8 @@ class SqlFeed(QueuedFeed):
         where, params = self._filters()
         where.insert(0, "id IS NOT NULL" if first else f"id > {mark}")
         query = (
-            f"SELECT id, sender_id, {self._db.data} FROM {TABLE} WHERE {' AND '.join(where)} "
-            f"ORDER BY id LIMIT {mark}"
+            f"SELECT {columns.format(data=self._db.data)} FROM {TABLE} "
+            f"WHERE {' AND '.join(where)} ORDER BY id LIMIT {mark}"
         )
         return query, params
 
@@ -299,8 +259,10 @@ class SqlFeed(QueuedFeed):
         if partition is not None and not self.live:  # (a followed table is read whole)
             where, params = self._filters()
             self._share = await self._patiently(share, db, partition, where, params)
-        start, _ = self._query(first=True)
         query, params = self._query()
+        queries = (self._query(first=True)[0], query, self._query(columns="id, {data} AS data")[0])
+        # Joined in SQLite while every batch is plain (sql_db.Sqlite.joined).
+        self._joins = isinstance(db, Sqlite)
         most = self._options.batch_size
         # Rows asked for: as many as BATCH_BYTES holds at the size of the rows of the
         # last batch (a client-side cursor such as psycopg's holds all it was asked
@@ -308,19 +270,13 @@ class SqlFeed(QueuedFeed):
         size = min(most, _FIRST_ROWS)
         last: Any = None  # no row read yet
         while True:
-            if last is None:
-                batch = await self._patiently(db.fetch, start, [*params, size], BATCH_BYTES)
-            else:
-                batch = await self._patiently(db.fetch, query, [last, *params, size], BATCH_BYTES)
-            rows, got, ended = batch.rows, len(batch.rows), not batch.cut and len(batch.rows) < size
-            if rows:
+            chunks, got, size_read, ended, last = await self._batch(db, queries, params, last, size)
+            if got:
                 self._touch()
-                last = rows[-1][0]
-                size = max(1, min(most, BATCH_BYTES * got // max(1, batch.size)))
-                del batch
-                for chunk in self._chunks(rows):
+                size = max(1, min(most, BATCH_BYTES * got // max(1, size_read)))
+                for chunk in chunks:
                     await send.send(chunk)
-                del rows  # (not held while the next batch is read)
+                del chunks  # (not held while the next batch is read)
             mine = self._share
             if ended and mine is not None and await self._patiently(mine.grow, db):
                 continue  # (conversations begun while it was read: their rows too)
@@ -336,11 +292,35 @@ class SqlFeed(QueuedFeed):
                     continue
                 await anyio.sleep(self._options.poll_interval)
 
+    async def _batch(
+        self, db: Database, queries: tuple[str, str, str], params: list[Any], last: Any, size: int
+    ) -> tuple[list[Chunk], int, int, bool, Any]:
+        """The next ``size`` rows after id ``last`` (None: from the first): their chunks,
+        how many, their bytes, whether the table ended there, and the last id read.
+        ``queries``: the first batch's, the next's, and the next's joined by SQLite."""
+        first, query, joined_query = queries
+        if last is not None and self._joins and self._plainly():
+            assert isinstance(db, Sqlite)
+            joined = await self._patiently(db.joined, joined_query, [last, *params, size])
+            chunks = None if joined is None else self._joined_chunks(joined)
+            if joined is not None and chunks is not None:
+                ids = joined.ids
+                return chunks, len(ids), joined.size, len(ids) < size, ids[-1] if ids else last
+            self._joins = False  # (looked at row by row from now on)
+        after = [] if last is None else [last]
+        batch = await self._patiently(
+            db.fetch, first if last is None else query, [*after, *params, size], BATCH_BYTES
+        )
+        rows, ended = batch.rows, not batch.cut and len(batch.rows) < size
+        if not rows:
+            return [], 0, 0, ended, last
+        return self._chunks(rows), len(rows), batch.size, ended, rows[-1][0]
+
     def _chunks(self, rows: list[tuple[Any, ...]]) -> list[Chunk]:
         """Rows as chunks, each line numbered by its row id."""
         plain = self._plain(rows)
         if plain is not None:
-            return self._numbered(*plain)
+            return plain
         partition = self._options.partition
         ids: list[int] = []
         lines: list[bytes] = []
@@ -372,25 +352,39 @@ class SqlFeed(QueuedFeed):
             lines.append(_line(raw, sender_id, limit))
         return self._numbered(b"".join(lines), ids)
 
-    def _plain(self, rows: list[tuple[Any, ...]]) -> tuple[bytes, list[int]] | None:
-        """The rows' lines and ids at once, when every row is one line naming its
+    def _plainly(self) -> bool:
+        """Whether a batch may be plain (:meth:`_plain`): rows numbered by their ids,
+        and every row kept (one process, or a worker that reads only its share)."""
+        return not self._by_place and (self._options.partition is None or self._share is not None)
+
+    def _plain(self, rows: list[tuple[Any, ...]]) -> list[Chunk] | None:
+        """The rows' chunks at once, when every row is one line naming its
         conversation with an integer id (:func:`plain_lines`: a store Mantle wrote)
         and every row is kept; None: each row is looked at (:meth:`_chunks`)."""
-        partition = self._options.partition
-        if self._by_place or (partition is not None and self._share is None):
+        if not self._plainly():
             return None
         ids = [row[0] for row in rows]
         if not all(type(i) is int for i in ids):
             return None
         plain = plain_lines([row[2] for row in rows], self._max_line_bytes)
-        if plain is None:
-            return None
-        data, conversations = plain
+        return None if plain is None else self._named(*plain, ids)
+
+    def _joined_chunks(self, joined: Joined) -> list[Chunk] | None:
+        """:meth:`_plain` of rows SQLite joined (:meth:`Sqlite.joined`)."""
+        if not joined.ids:
+            return []
+        count, limit = len(joined.ids), self._max_line_bytes
+        named = named_lines(joined.lines, count, joined.longest, limit)
+        return None if named is None else self._named(*named, joined.ids)
+
+    def _named(self, data: bytes, conversations: list[str], ids: list[int]) -> list[Chunk]:
+        """Plain rows' chunks: ``data``, their lines, naming ``conversations``."""
+        partition = self._options.partition
         if partition is not None:
             check_rows(partition, ids, conversations)
         self._rows += len(ids)
         self._remember_all(ids)
-        return data, ids
+        return self._numbered(data, ids)
 
     def _numbered(self, data: bytes, ids: list[int]) -> list[Chunk]:
         """``data``'s lines as chunks, each line numbered by its row id (``ids``)."""

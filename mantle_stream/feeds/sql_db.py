@@ -12,8 +12,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
+
+from mantle_stream.core.errors import FeedError
+from mantle_stream.core.urls import redact
 
 __all__ = [
     "BUSY_SECONDS",
@@ -22,9 +25,11 @@ __all__ = [
     "TABLE",
     "Batch",
     "Database",
+    "Joined",
     "Postgres",
     "Sqlite",
     "column_problem",
+    "connect",
     "database_errors",
     "identity",
     "locked",
@@ -46,6 +51,26 @@ class Batch(NamedTuple):
     rows: list[tuple[Any, ...]]
     size: int  # bytes of their data column
     cut: bool
+
+
+class Joined(NamedTuple):
+    """Rows of one query as SQLite joined them (:meth:`Sqlite.joined`): their ``data``
+    each followed by a newline, their ids in order, the bytes of their data and of
+    the longest row's."""
+
+    lines: bytes
+    ids: list[int]
+    size: int
+    longest: int
+
+
+#: A query's rows (columns ``id`` and ``data``) joined by SQLite: how many, their
+#: ids, their bytes, the longest, how many ids are integers and data bytes.
+_JOINED = (
+    "SELECT count(*), group_concat(id), sum(length(data)), max(length(data)), "
+    "sum(typeof(id) = 'integer'), sum(typeof(data) = 'blob'), "
+    "CAST(group_concat(data, X'0A') AS BLOB) FROM ({})"
+)
 
 
 class _Cursor(Protocol):
@@ -153,6 +178,26 @@ class Sqlite:
     def fetch(self, query: str, params: Sequence[Any], max_bytes: int) -> Batch:
         return _take(self._conn.execute(query, tuple(params)), max_bytes)
 
+    def joined(self, query: str, params: Sequence[Any]) -> Joined | None:
+        """The rows of ``query`` (columns ``id`` and ``data``, in id order) joined in
+        SQLite, one value for them all: no Python object per row, and one step of
+        the statement, so the event loop's thread judges meanwhile rather than
+        handing the lock of the interpreter back and forth at every row. None when
+        the rows are not all of an integer id and bytes of data (NULL), or not in
+        the order of their ids: then they are fetched as rows (:meth:`fetch`)."""
+        row = self._conn.execute(_JOINED.format(query), tuple(params)).fetchone()
+        count, ids, size, longest, integers, blobs, data = row
+        if not count:
+            return Joined(b"", [], 0, 0)
+        if integers != count or blobs != count or not isinstance(data, bytes):
+            return None
+        numbers = [int(i) for i in ids.split(",")]
+        if len(numbers) != count or numbers != sorted(numbers):
+            return None  # (an order the aggregate did not keep: never seen, but checked)
+        if len(data) != size + count - 1:
+            return None
+        return Joined(data + b"\n", numbers, size, longest)
+
     def execute(self, query: str, rows: Iterable[Sequence[Any]] = ((),)) -> None:
         some = list(rows)
         if len(some) == 1:  # (executemany takes no CREATE)
@@ -251,3 +296,60 @@ def column_problem(columns: set[str], *, since: bool) -> str | None:
             "(an event broker's table: only a tracker store's rows carry one)"
         )
     return None
+
+
+_INSTALL = 'pip install "mantle_stream[postgres]"'
+
+
+def connect(url: str, *, since: bool, say: Callable[[str], object]) -> tuple[Database, str | None]:
+    """A connection to ``url``'s database whose table :data:`TABLE` can be read (with
+    ``since``: from a time on), and a SQLite file's path; a :class:`FeedError` that
+    says why not (a lock held by another connection is raised as it is: waited for).
+    ``say``: what the user is told now (a WAL database read as immutable)."""
+    shown = redact(url)
+    db: Database
+    path: str | None = None
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://")
+        if not path.startswith("/") or path == "/":
+            raise FeedError(
+                f"bad event source `{shown}`: expected `sqlite:///PATH` "
+                "(`sqlite:////PATH` for an absolute path)"
+            )
+        path = path[1:]
+        if not os.path.isfile(path):
+            problem = "Is a directory" if os.path.isdir(path) else "No such file"
+            raise FeedError(f"cannot read events from `{shown}`: {problem}: `{path}`")
+        try:
+            sqlite = db = Sqlite(path)
+        except sqlite3.Error as exc:
+            if locked(exc):
+                raise  # waited for (SqlFeed._patiently)
+            raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
+        if sqlite.notice:
+            say(sqlite.notice)
+    else:
+        try:
+            import psycopg
+        except ImportError:
+            raise FeedError(
+                f"cannot read events from `{shown}`: PostgreSQL needs psycopg; "
+                f"install it with `{_INSTALL}`"
+            ) from None
+        try:
+            db = Postgres(url)
+        except psycopg.Error as exc:
+            message = " ".join(str(exc).split())
+            raise FeedError(f"cannot connect to `{shown}`: {message}") from None
+    try:
+        columns = db.columns()
+    except database_errors() as exc:
+        db.close()
+        if locked(exc):
+            raise  # waited for (SqlFeed._patiently)
+        raise FeedError(f"cannot read events from `{shown}`: {exc}") from None
+    wrong = column_problem(columns, since=since)
+    if wrong is not None:
+        db.close()
+        raise FeedError(f"cannot read events from `{shown}`: {wrong}")
+    return db, path

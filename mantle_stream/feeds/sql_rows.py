@@ -15,7 +15,7 @@ import msgspec
 
 from mantle_stream.core.events.decode import conversations_of, line_names
 
-__all__ = ["_conversation", "_line", "_raw", "plain_lines"]
+__all__ = ["_conversation", "_line", "_raw", "named_lines", "plain_lines"]
 
 _CUT_KEEP = 200
 
@@ -80,9 +80,18 @@ def plain_lines(datas: list[Any], limit: int) -> tuple[bytes, list[str]] | None:
     else:
         return None
     lines = b"\n".join([*raws, b""])  # (one newline after each)
-    if lines.count(b"\n") != len(raws) or b"\r" in lines or max(map(len, raws)) > limit:
+    return named_lines(lines, len(raws), max(map(len, raws)), limit)
+
+
+def named_lines(
+    lines: bytes, count: int, longest: int, limit: int
+) -> tuple[bytes, list[str]] | None:
+    """``lines``, the ``data`` of ``count`` rows each followed by a newline (the
+    longest ``longest`` bytes), and the conversation each names, when every row is
+    one line that names its conversation, within ``limit``; else None."""
+    if lines.count(b"\n") != count or b"\r" in lines or longest > limit:
         return None
-    names = conversations_of(lines, len(raws))
+    names = conversations_of(lines, count)
     if None in names:  # (a flat row given its sender_id, or a bad row)
         return None
     return lines, names  # type: ignore[return-value]

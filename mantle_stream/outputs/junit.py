@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
@@ -34,11 +33,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO
 
+import msgspec
+
 from mantle_stream.core.engine.evaluator import UnmatchedConversation
 from mantle_stream.core.errors import FeedError
 from mantle_stream.core.recorded import RecordedRun
-from mantle_stream.core.verdicts import ConversationResult, Decision, StopMessage, ToolCallScores
+from mantle_stream.core.verdicts import (
+    ConversationResult,
+    Decision,
+    StopMessage,
+    ToolCallScores,
+    VerdictRecord,
+)
 from mantle_stream.outputs.atomic import atomic_file
+from mantle_stream.outputs.junit_text import _attribute, _text, _valid
 from mantle_stream.outputs.report import (
     Report,
     ReportConversation,
@@ -46,27 +54,10 @@ from mantle_stream.outputs.report import (
     report_conversation,
 )
 
-__all__ = ["UNMATCHED_SUITE", "JunitWriter", "junit_xml"]
+__all__ = ["UNMATCHED_SUITE", "JunitWriter", "RunCases", "junit_xml", "run_cases"]
 
 #: The name of the suite of the conversations judged against no scenario.
 UNMATCHED_SUITE = "unmatched conversations"
-
-#: Characters XML 1.0 forbids: C0 controls but tab, newline and return; lone
-#: surrogates (a file name that is not UTF-8, through ``os.fsdecode``); U+FFFE
-#: and U+FFFF. Each is written as its escape in text (``\\x01``, ``\\ufffe``),
-#: so that data quoting them never makes the file unreadable.
-_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def _valid(text: str) -> bytes:
-    """``text`` as UTF-8 that any XML reader accepts: what XML forbids, escaped."""
-    return _FORBIDDEN.sub(_escape, text).encode()
-
 
 _DECLARATION = "<?xml version='1.0' encoding='utf-8'?>\n"
 
@@ -75,26 +66,6 @@ def _xml(element: ET.Element, *, declaration: bool = False) -> bytes:
     """An element as UTF-8 XML that any XML reader accepts, whatever its text holds."""
     text = ET.tostring(element, encoding="unicode")
     return _valid(_DECLARATION + text if declaration else text)
-
-
-#: What ElementTree escapes in an attribute value and in text, alike.
-_IN_ATTRIBUTE = str.maketrans(
-    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;", "\n": "&#10;",
-     "\t": "&#09;"}
-)  # fmt: skip
-_IN_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-
-
-def _attribute(value: str) -> str:
-    return value.translate(_IN_ATTRIBUTE)
-
-
-def _text(value: str) -> str:
-    return value.translate(_IN_TEXT)
-
-
-def _attributes(pairs: list[tuple[str, str]]) -> list[str]:
-    return [f' {name}="{_attribute(value)}"' for name, value in pairs]
 
 
 def _figure(value: float | bool | None) -> str:
@@ -161,25 +132,37 @@ class _Suite:
         outcome: tuple[str, list[tuple[str, str]], str | None],
     ) -> None:
         """A ``<testcase>`` as :meth:`write` would write its element, byte for byte,
-        without building one: a run of many thousand cases spent most of its time
-        in ElementTree. ``outcome``: the one child after the properties (its tag,
+        without building one (:meth:`case`)."""
+        self.body.write(_valid(self.case(attributes, properties, outcome)))
+
+    def case(
+        self,
+        attributes: list[tuple[str, str]],
+        properties: list[tuple[str, str]],
+        outcome: tuple[str, list[tuple[str, str]], str | None],
+    ) -> str:
+        """A ``<testcase>``'s text, counted, as :meth:`write` would write its element
+        (before :func:`_valid`): a run of many thousand cases spent most of its time in
+        ElementTree. ``outcome``: the one child after the properties (its tag,
         attributes and text)."""
         tag, outcome_attributes, text = outcome
         self.tests += 1
         self.failures += tag == "failure"
         self.errors += tag == "error"
         self.skipped += tag == "skipped"
-        parts = ["    <testcase", *_attributes(attributes), ">\n      <properties"]
-        parts.append(">" if properties else " />")
-        for name, value in properties:
-            parts.append(
-                f'\n        <property name="{_attribute(name)}" value="{_attribute(value)}" />'
-            )
-        parts.append(f"\n      </properties>\n      <{tag}" if properties else f"\n      <{tag}")
-        parts += _attributes(outcome_attributes)
-        parts.append(f">{_text(text)}</{tag}>" if text else " />")
-        parts.append("\n    </testcase>\n")
-        self.body.write(_valid("".join(parts)))
+        head = "".join([f' {n}="{_attribute(v)}"' for n, v in attributes])
+        tail = "".join([f' {n}="{_attribute(v)}"' for n, v in outcome_attributes])
+        tail += f">{_text(text)}</{tag}>" if text else " />"
+        end = f"\n      <{tag}{tail}\n    </testcase>\n"
+        if not properties:
+            return f"    <testcase{head}>\n      <properties />{end}"
+        listed = "".join(
+            [
+                f'\n        <property name="{_attribute(n)}" value="{_attribute(v)}" />'
+                for n, v in properties
+            ]
+        )
+        return f"    <testcase{head}>\n      <properties>{listed}\n      </properties>{end}"
 
     def element(self, result: ScenarioResult | None) -> ET.Element:
         """The opening of the suite: its totals and properties (its cases follow)."""
@@ -232,6 +215,32 @@ class _Suite:
         return suite
 
 
+#: Stands for a run's number in cases made before it is known (by a worker): a
+#: character no case's name holds elsewhere (its kind is a name, its index a number).
+_RUN = "\ue000"
+_RUN_NAME = f' name="run {_RUN} '.encode()
+
+
+class RunCases(msgspec.Struct, frozen=True):
+    """One run's cases made apart (:func:`run_cases`), and how many of each."""
+
+    cases: bytes  # valid XML, the run's number left as _RUN
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+
+
+def run_cases(conv: ReportConversation, *, tool_calls: bool) -> RunCases:
+    """A run's cases as :class:`JunitWriter` writes them, made where it was judged
+    (a ``--workers`` worker, in parallel: not in the parent's serial tail) with
+    its number left out, which counts the runs of its scenario before it: the
+    writer puts it in (:meth:`JunitWriter.add_made`)."""
+    suite = _Suite(conv.scenario or conv.conversation_id, io.BytesIO())
+    cases = _valid("".join(_Assembly(None, tool_calls)._cases(suite, _RUN, conv)))
+    return RunCases(cases, suite.tests, suite.failures, suite.errors, suite.skipped)
+
+
 class _Assembly:
     """The suites being written, one body per scenario, and how they are put together.
 
@@ -267,8 +276,9 @@ class _Assembly:
             self.suites[scenario] = suite
         return suite
 
-    def add_run(self, conv: ReportConversation) -> None:
-        """One run's cases, into its scenario's body."""
+    def add_run(self, conv: ReportConversation, made: RunCases | None = None) -> None:
+        """One run's cases, into its scenario's body (``made``: by a worker, with its
+        number left out: :func:`run_cases`)."""
         suite = self.suite(conv.scenario or conv.conversation_id)
         suite.runs += 1
         suite.verdicts[conv.verdict] = suite.verdicts.get(conv.verdict, 0) + 1
@@ -279,49 +289,75 @@ class _Assembly:
                 suite.started = conv.started
         recorded = conv.recorded.run_index if conv.recorded is not None else None
         run = suite.runs if recorded is None else recorded
-        for a in conv.assertions:
-            tally = suite.assertions.setdefault(a.index, _Tally(a.kind))
+        if made is None:
+            # (A run's cases made valid and written at once: a case at a time cost as much.)
+            suite.body.write(_valid("".join(self._cases(suite, run, conv))))
+            return
+        for a in conv.assertions:  # (what _case counts, from the run's verdicts)
+            tally = suite.assertions.get(a.index)
+            if tally is None:
+                tally = suite.assertions[a.index] = _Tally(a.kind)
             tally.passed += a.verdict == "passed"
             tally.failed += a.verdict == "failed"
-            attributes = [
-                ("name", f"run {run} #{a.index} {a.kind}"),
-                ("classname", suite.name),
-                *_where(a.file, a.line),
-            ]
-            at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
-            properties = [
-                ("conversation_id", conv.conversation_id),
-                ("verdict", a.verdict),
-                ("decided_at", _decided_at(a.decided_at, a.verdict)),
-                ("reason", a.reason),
-            ]
-            outcome: tuple[str, list[tuple[str, str]], str | None]
-            if a.verdict == "failed":
-                outcome = (
-                    "failure",
-                    [("message", a.reason), ("type", a.kind)],
-                    f"{a.reason}\n(decided at {at})",
-                )
-            elif a.verdict == "errored":  # could not be evaluated: not a failure
-                outcome = (
-                    "error",
-                    [("message", a.reason), ("type", "errored")],
-                    f"{a.reason}\n(at {at})",
-                )
-            elif a.verdict == "pending":
-                outcome = ("skipped", [("message", "still pending when the run ended")], None)
-            elif a.verdict == "skipped":
-                outcome = ("skipped", [("message", a.reason)], None)
-            else:
-                outcome = ("system-out", [], f"{a.reason} (decided at {at})")
-            suite.write_case(attributes, properties, outcome)
-        if conv.expected_tools is not None:
-            self._add_gates(suite, run, conv.conversation_id, conv.expected_tools)
+        suite.tests += made.tests
+        suite.failures += made.failures
+        suite.errors += made.errors
+        suite.skipped += made.skipped
+        suite.body.write(made.cases.replace(_RUN_NAME, f' name="run {run} '.encode()))
 
-    def _add_gates(
-        self, suite: _Suite, run: int, conversation_id: str, tools: ToolCallScores
-    ) -> None:
+    def _cases(self, suite: _Suite, run: int | str, conv: ReportConversation) -> list[str]:
+        """The cases of one run: an assertion's each, then a gate's each."""
+        cases = [self._case(suite, run, conv.conversation_id, a) for a in conv.assertions]
+        if conv.expected_tools is not None:
+            cases += self._gates(suite, run, conv.conversation_id, conv.expected_tools)
+        return cases
+
+    @staticmethod
+    def _case(suite: _Suite, run: int | str, conversation_id: str, a: VerdictRecord) -> str:
+        """The case of one assertion of a run."""
+        tally = suite.assertions.get(a.index)
+        if tally is None:
+            tally = suite.assertions[a.index] = _Tally(a.kind)
+        tally.passed += a.verdict == "passed"
+        tally.failed += a.verdict == "failed"
+        attributes = [
+            ("name", f"run {run} #{a.index} {a.kind}"),
+            ("classname", suite.name),
+            *_where(a.file, a.line),
+        ]
+        at = "end of conversation" if a.decided_at is None else f"sequence {a.decided_at}"
+        properties = [
+            ("conversation_id", conversation_id),
+            ("verdict", a.verdict),
+            ("decided_at", _decided_at(a.decided_at, a.verdict)),
+            ("reason", a.reason),
+        ]
+        outcome: tuple[str, list[tuple[str, str]], str | None]
+        if a.verdict == "failed":
+            outcome = (
+                "failure",
+                [("message", a.reason), ("type", a.kind)],
+                f"{a.reason}\n(decided at {at})",
+            )
+        elif a.verdict == "errored":  # could not be evaluated: not a failure
+            outcome = (
+                "error",
+                [("message", a.reason), ("type", "errored")],
+                f"{a.reason}\n(at {at})",
+            )
+        elif a.verdict == "pending":
+            outcome = ("skipped", [("message", "still pending when the run ended")], None)
+        elif a.verdict == "skipped":
+            outcome = ("skipped", [("message", a.reason)], None)
+        else:
+            outcome = ("system-out", [], f"{a.reason} (decided at {at})")
+        return suite.case(attributes, properties, outcome)
+
+    def _gates(
+        self, suite: _Suite, run: int | str, conversation_id: str, tools: ToolCallScores
+    ) -> list[str]:
         """A case per ``gate: true`` entry of the run's expected_tools."""
+        cases = []
         for e in tools.entries:
             if not e.gate:
                 continue
@@ -352,7 +388,8 @@ class _Assembly:
                 outcome = ("failure", [("message", e.reason), ("type", e.kind)], e.reason)
             else:
                 outcome = ("system-out", [], e.reason)
-            suite.write_case(attributes, properties, outcome)
+            cases.append(suite.case(attributes, properties, outcome))
+        return cases
 
     def add_unmatched(self, u: UnmatchedConversation) -> None:
         # Not judged is not passed: an error a CI job shows, never a silent absence.
@@ -449,6 +486,7 @@ class JunitWriter:
         os.close(fd)
         os.unlink(probe)
         self._assembly: _Assembly | None = _Assembly(path, tool_calls)
+        self._made: dict[str, RunCases] = {}  # runs' cases the workers made
 
     @property
     def tests(self) -> int:
@@ -476,6 +514,11 @@ class JunitWriter:
         except OSError as exc:
             raise FeedError(f"cannot write `{self.path}`: {exc.strerror}") from None
 
+    def add_made(self, made: Mapping[str, RunCases]) -> None:
+        """Runs' cases made apart (:func:`run_cases`, by conversation), written at the
+        end in the report's order, each numbered then."""
+        self._made.update(made)
+
     def on_decisions(self, decisions: list[Decision]) -> None:
         """Cases are written per run: from runs let go of, and at the end."""
 
@@ -490,8 +533,9 @@ class JunitWriter:
         assembly = self._assembly
         assert assembly is not None, "finished twice"
         try:
+            made = self._made
             for conv in report.conversations:
-                assembly.add_run(conv)
+                assembly.add_run(conv, made.pop(conv.conversation_id, None))
             for u in report.unmatched:
                 assembly.add_unmatched(u)
             with atomic_file(self.path) as out:

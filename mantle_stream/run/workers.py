@@ -43,7 +43,9 @@ from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
 from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds.spec import parse_source
+from mantle_stream.outputs.junit import JunitWriter, RunCases, run_cases
 from mantle_stream.outputs.progress import ReadProgress
+from mantle_stream.outputs.report import report_conversation
 from mantle_stream.outputs.sink import Sink, Sinks
 from mantle_stream.run.config import RunConfig
 from mantle_stream.run.sinks import RenderedApart
@@ -79,6 +81,8 @@ class WorkersOutcome(msgspec.Struct, frozen=True):
     notices: list[str] = []  # what the workers' sources said about how they were read
     #: Per sink rendered apart (in the order given), its bytes, grouped likewise.
     rendered: list[bytes] = []
+    #: The JUnit cases of each run, by conversation, made by the workers (--junit).
+    junit: dict[str, RunCases] = {}
 
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
@@ -87,6 +91,7 @@ class _Done(msgspec.Struct, frozen=True, tag="done"):
     decisions: dict[str, list[Decision]]  # per conversation, in the order decided
     notices: list[str] = []  # Feed.notices
     rendered: list[dict[str, bytes]] = []  # per renderer, per conversation
+    junit: dict[str, RunCases] = {}  # per conversation: its run's JUnit cases
 
 
 class _Failed(msgspec.Struct, frozen=True, tag="failed"):
@@ -132,7 +137,12 @@ def run_workers(
     others = [s for s in (sinks.sinks if sinks else ()) if s not in apart]
     # What each worker makes of its decisions: the lines of each sink rendered apart,
     # and the decisions themselves only when another sink will hear them.
-    asked = _Asked([type(s).lines for s in apart], keep=bool(others))
+    junit = [s for s in others if isinstance(s, JunitWriter)]
+    asked = _Asked(
+        [type(s).lines for s in apart],
+        keep=bool(others),
+        junit=junit[0].tool_calls if junit else None,
+    )
     readers, processes, progress = _start(count, config, asked, source, scenarios, recorded)
     told = False
 
@@ -231,6 +241,8 @@ def _tell(
     for sink in others:
         if merged.decisions and sink in sinks.sinks:  # (not dropped meanwhile)
             sinks.attempt(sink, sink.on_decisions, merged.decisions)
+        if merged.junit and isinstance(sink, JunitWriter) and sink in sinks.sinks:
+            sinks.attempt(sink, sink.add_made, merged.junit)
 
 
 def _merge(
@@ -274,9 +286,12 @@ def _merge(
         for part in done:
             made.update(part.rendered[each])
         rendered.append(b"".join(made.get(cid, b"") for cid in order))
+    junit: dict[str, RunCases] = {}
+    for part in done:
+        junit.update(part.junit)
     # Every worker reads the whole source: a notice each said is said once.
     notices = list(dict.fromkeys(n for part in done for n in part.notices))
-    return WorkersOutcome(outcome, judged, grouped, notices, rendered)
+    return WorkersOutcome(outcome, judged, grouped, notices, rendered, junit)
 
 
 def _context() -> Any:
@@ -292,6 +307,7 @@ class _Asked(msgspec.Struct, frozen=True):
 
     renderers: list[Callable[[Iterable[Decision]], bytes]]  # RenderedApart.lines
     keep: bool  # send the decisions themselves
+    junit: bool | None = None  # make each run's JUnit cases (with --tool-calls: True)
 
 
 def _work(
@@ -402,7 +418,13 @@ def _judge(
     judged = msgspec.structs.replace(judged, first_seen=first_seen)
     # Made here, in parallel, rather than in the parent's serial tail.
     rendered = [{cid: render(kept) for cid, kept in lines.items()} for render in asked.renderers]
-    return _Done(outcome, judged, lines if asked.keep else {}, notices, rendered)
+    junit: dict[str, RunCases] = {}
+    if asked.junit is not None:
+        tool_calls = asked.junit
+        for r in judged.results:
+            conversation = report_conversation(r, tool_calls=tool_calls)
+            junit[r.conversation_id] = run_cases(conversation, tool_calls=tool_calls)
+    return _Done(outcome, judged, lines if asked.keep else {}, notices, rendered, junit)
 
 
 def _regular(path: str) -> bool:
