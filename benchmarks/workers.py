@@ -36,7 +36,8 @@ the cases each worker made of its runs).
 
 For the SQLite store, the CPU seconds of reading it alone (no judging, in this
 process): as one process reads it, and each of 2 workers' shares (which also
-list their conversations and count their rows at the end).
+list their conversations; their rows are counted at the end only when another
+connection wrote to the store meanwhile).
 """
 
 from __future__ import annotations
@@ -292,7 +293,7 @@ def main() -> int:
                 f"reading the store alone (no judging), best CPU s of {args.rounds}: one "
                 f"process {alone[0]:.2f}; 2 workers' shares "
                 + " + ".join(f"{x:.2f}" for x in apart)
-                + f" = {sum(apart):.2f} (listing their conversations, the counts at the end)"
+                + f" = {sum(apart):.2f} (each listing its conversations)"
             )
     print()
     print(

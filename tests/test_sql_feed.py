@@ -25,6 +25,7 @@ import anyio
 import pytest
 
 from mantle_stream.cli import main
+from mantle_stream.core.engine.partition import Partition
 from mantle_stream.core.errors import FeedError
 from mantle_stream.feeds import SqlOptions, open_feed, sql
 from mantle_stream.feeds.sql import parse_since, redact
@@ -663,6 +664,86 @@ def test_rows_below_the_ids_kept_and_rows_without_an_id_are_counted_and_named(
         f"`follow:sqlite:///{db}`: 2 rows with no id (NULL) were not read: no "
         f"place in id order (conversations {', '.join(f'`{n}`' for n in names)})",
     ]
+
+
+def _counts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The COUNT queries SqlFeed asks any SQLite database from now on."""
+    counts: list[str] = []
+    fetch = Sqlite.fetch
+
+    def counted(self: Sqlite, query: str, *args: Any) -> Any:
+        if query.startswith("SELECT COUNT(*)"):
+            counts.append(query)
+        return fetch(self, query, *args)
+
+    monkeypatch.setattr(Sqlite, "fetch", counted)
+    return counts
+
+
+@pytest.mark.parametrize("partition", [None, 0, 1], ids=["one-process", "worker-0", "worker-1"])
+def test_a_replay_of_a_table_no_one_writes_to_counts_only_rows_without_an_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partition: int | None
+) -> None:
+    # Counting the rows at or below the last id read scans the whole table (0.4 s of
+    # each worker's share of a million rows): when no other connection committed
+    # since reading began, no row can have been passed by, and none is counted.
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", lines)
+    counts = _counts(monkeypatch)
+    part = None if partition is None else Partition(partition, 2)
+
+    async def replay() -> list[bytes]:
+        got: list[bytes] = []
+        async with open_feed(
+            f"sqlite:///{db}", sql=SqlOptions(batch_size=7), partition=part
+        ) as feed:
+            async for chunk in feed:
+                got += chunk.data.splitlines()
+        return got
+
+    got = anyio.run(replay)
+    assert got and set(got) <= {line.encode() for line in lines}
+    # Rows with no id were there from the start: counted once, by one worker alone.
+    assert all("id IS NULL" in query for query in counts), counts
+    assert len(counts) == (0 if partition == 1 else 1)
+
+
+def test_a_replay_finds_rows_committed_below_the_ids_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another connection commits while the table is read: the counts are made, and
+    # a row written below the ids already read is read late, as a follow reads it.
+    lines = example_lines()
+    db = make_db(tmp_path / "rasa.db", [])
+    _insert_with_ids(db, [(1000 + n, line) for n, line in enumerate(lines[:30])])
+    counts = _counts(monkeypatch)
+
+    async def replay() -> tuple[list[bytes], list[str]]:
+        got: list[bytes] = []
+        async with open_feed(f"sqlite:///{db}", sql=SqlOptions(batch_size=7)) as feed:
+            async for chunk in feed:
+                if not got:
+                    _insert_with_ids(db, [(5, lines[30])])
+                got += chunk.data.splitlines()
+            return got, feed.notices
+
+    got, notices = anyio.run(replay)
+    assert sorted(got) == sorted(line.encode() for line in lines[:31])
+    assert notices == [
+        f"`sqlite:///{db}`: 1 row written after rows with higher ids were read, read late (ids 5)"
+    ]
+    assert any("id <=" in query for query in counts)
+
+
+def test_sqlite_says_when_another_connection_committed(tmp_path: Path) -> None:
+    db = Sqlite(str(make_db(tmp_path / "rasa.db", example_lines()[:5])))
+    try:
+        first = db.changes()
+        assert db.changes() == first
+        _insert_with_ids(tmp_path / "rasa.db", [(10_000, example_lines()[5])])
+        assert db.changes() != first
+    finally:
+        db.close()
 
 
 def test_a_replay_reports_rows_without_an_id(tmp_path: Path) -> None:

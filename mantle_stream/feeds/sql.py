@@ -31,7 +31,8 @@ SQLite file deleted and created again is noticed as ``follow:`` notices a
 rotated file, and the new one read from its first row; rows the reading in
 id order passed by (written later with lower ids, or with a NULL id) are
 looked for once the table is read to its end, and read late or counted
-(:meth:`SqlFeed._looked_back`).
+(:meth:`SqlFeed._looked_back`; not counted when SQLite says no other
+connection committed since reading began: then none can have been passed by).
 
 SQLite is read with the standard library, opened read-only; PostgreSQL with
 psycopg 3, imported only when a ``postgresql://`` spec is used (the
@@ -148,6 +149,8 @@ class SqlFeed(QueuedFeed):
         self._replaced = 0  # times the SQLite file was deleted and created again
         self._share: Share | None = None  # this worker's rows alone (sql_share)
         self._joins = False  # batches joined by SQLite (_read)
+        #: Database.changes() when reading began, or at the last look back.
+        self._changes: int | None = None
         self._forget_ids()
         self._longest_wait = 0.0
 
@@ -255,6 +258,7 @@ class SqlFeed(QueuedFeed):
     async def _read(self, send: MemoryObjectSendStream[Item]) -> None:
         db = self._db
         assert db is not None
+        self._changes = await self._patiently(db.changes)  # (before any row is read)
         partition = self._options.partition
         if partition is not None and not self.live:  # (a followed table is read whole)
             where, params = self._filters()
@@ -406,6 +410,8 @@ class SqlFeed(QueuedFeed):
         self._missed = 0  # rows found below the ids read, too far back to read
         self._late = 0  # rows found below the ids read, and read
         self._null = 0  # rows with no id (NULL): never read
+        self._null_counted = False
+        self._changes = None
         self._next_look = self._next_whole = 0.0
 
     def _remember_all(self, row_ids: list[int]) -> None:
@@ -439,6 +445,16 @@ class SqlFeed(QueuedFeed):
         began = anyio.current_time()
         if self.live and began < self._next_look:
             return False
+        changes = await self._patiently(db.changes)
+        if changes is not None and changes == self._changes:
+            # No other connection committed since reading began (or since the last
+            # look that counted the whole table, which saw every row committed before
+            # it): no row can have been passed by. Rows with no id were there from the
+            # start: counted once.
+            if not self._null_counted:
+                await self._count_null(db)
+            self._next_look = anyio.current_time() + _LOOK_EVERY
+            return False
         floor = self._recent[0] if self._recent else last  # (before found rows are read)
         found = await self._passed_by(db, floor, last)
         if found:
@@ -457,6 +473,7 @@ class SqlFeed(QueuedFeed):
             self._next_whole = anyio.current_time() + max(
                 _LOOK_WHOLE_EVERY, 100 * (anyio.current_time() - began)
             )
+            self._changes = changes  # (every row committed before this look, counted)
         self._next_look = anyio.current_time() + _LOOK_EVERY
         return bool(found)
 
@@ -512,6 +529,12 @@ class SqlFeed(QueuedFeed):
                 f"`{self.name}`: {_rows(self._missed)} written with ids below the last "
                 f"{LOOK_BACK_ROWS:,} read (below id {floor}) {_were(self._missed)} not read",
             )
+        await self._count_null(db)
+
+    async def _count_null(self, db: Database) -> None:
+        """Rows with no id (NULL), counted over the whole table and named in
+        :attr:`notices`."""
+        self._null_counted = True
         partition = self._options.partition
         if self._share is not None and partition is not None and partition.index > 0:
             return  # (worker 0 counts them in the whole table, as one process does)
@@ -572,6 +595,7 @@ class SqlFeed(QueuedFeed):
         self._replaced += 1
         self._rows, self._by_place = 0, False
         self._forget_ids()
+        self._changes = await self._patiently(self._db.changes)
         self._where = f"{redact(self._url)} (table {TABLE}, row id)"
         times = "once" if self._replaced == 1 else f"{self._replaced} times"
         self._notices["replaced"] = (

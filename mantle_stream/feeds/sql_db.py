@@ -124,6 +124,12 @@ class Database(Protocol):
         returns no rows."""
         ...
 
+    def changes(self) -> int | None:
+        """A number that differs from the last one this connection was given when
+        another connection committed anything meanwhile; None when the database
+        cannot tell (then anything may have changed)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -208,6 +214,9 @@ class Sqlite:
         # database's shared lock until it ends: a writer could not commit.)
         self._conn.commit()
 
+    def changes(self) -> int | None:
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
     def close(self) -> None:
         self._conn.close()
 
@@ -263,6 +272,9 @@ class Postgres:
     def execute(self, query: str, rows: Iterable[Sequence[Any]] = ((),)) -> None:
         with self._conn.cursor() as cursor:
             cursor.executemany(query, rows)
+
+    def changes(self) -> int | None:
+        return None  # (no such number: every look back counts)
 
     def close(self) -> None:
         self._conn.close()
