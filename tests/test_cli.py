@@ -243,6 +243,26 @@ def test_table_format_shows_every_conversation_and_a_summary() -> None:
     assert "3 conversations: 1 passed, 2 failed; 36 assertions" in proc.stdout
 
 
+def test_the_json_report_is_utf_8_whatever_standard_outputs_encoding() -> None:
+    # Written as the bytes it is encoded to: an ASCII standard output (a C locale,
+    # PYTHONIOENCODING) once ended the run with a traceback at the report's first €.
+    events = str(EXAMPLES / "events" / "all.jsonl")
+    args = ["check", str(SCENARIOS), "--events", events, "--results", str(RESULTS)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mantle_stream", *args, "--format", "json"],
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert b"Traceback" not in proc.stderr
+    text = proc.stdout.decode("utf-8")
+    assert "€" in text
+    assert json.loads(text)["summary"]["conversations"] == 13
+
+
 def test_jsonl_gets_one_line_per_verdict(tmp_path: Path) -> None:
     out = tmp_path / "verdicts.jsonl"
     proc = run(
