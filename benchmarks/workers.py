@@ -27,7 +27,8 @@ printed, each row in one share.
 Then the parent's serial tail (issue 27): ``--workers 2`` on each source run
 in this process through the library (``mantle_stream.run``: a ``RunConfig``,
 the sinks composed, ``run_workers``), with --jsonl, --junit and --html, timed
-part by part: the workers' judging, merging their results, telling the sinks
+part by part: the workers' judging (the workers' start, each worker's judging
+of its share, and its result's way to the parent), merging their results, telling the sinks
 the decisions, building the report, encoding it, and the report's outputs
 (JUnit, HTML, each written from the report at its end). The best of ``--rounds``
 of each part; ``tail ÷ run``: what follows the workers' judging, of the whole;
@@ -97,7 +98,19 @@ def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
         finally:
             marks["merged"] = time.perf_counter()
 
+    judge = strategy._judge
+
+    def timed_judge(*args: Any, **kwargs: Any) -> Any:
+        """In each worker (forked: the parent's patch): when its judging began and
+        ended, on the clock every process shares (CLOCK_MONOTONIC on Linux)."""
+        began = time.perf_counter()
+        try:
+            return judge(*args, **kwargs)
+        finally:
+            (out / f"worker{args[5].index}.s").write_text(f"{began} {time.perf_counter()}")
+
     strategy._merge = timed_merge  # type: ignore[assignment]
+    strategy._judge = timed_judge
     try:
         started = time.perf_counter()
         merged = strategy.run_workers(config, "bench", 2, None, scenarios, {}, composed.sinks)
@@ -112,12 +125,19 @@ def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
             sink.on_end(report)
             ended.append(time.perf_counter())
     finally:
-        strategy._merge = merge
+        strategy._merge, strategy._judge = merge, judge
         composed.sinks.close()
-    return dict(zip(TAIL, (
+    workers = [[float(x) for x in (out / f"worker{i}.s").read_text().split()] for i in (0, 1)]
+    parts = dict(zip(TAIL, (
         marks["merging"] - started, marks["merged"] - marks["merging"], returned - marks["merged"],
         built - returned, encoded - built, ended[1] - ended[0], ended[2] - ended[1],
     ), strict=True))  # fmt: skip
+    # Where the judging column goes: the workers started, each judged its share (read,
+    # judged, outputs made), the last one's result sent and received.
+    parts["workers started"] = min(w[0] for w in workers) - started
+    parts["worker 1"], parts["worker 2"] = (w[1] - w[0] for w in workers)
+    parts["results in"] = marks["merging"] - max(w[1] for w in workers)
+    return parts
 
 
 def reading(events: str, workers: int) -> list[float]:
@@ -280,7 +300,7 @@ def main() -> int:
             rows.append((label, times, ", ".join(differ) or "same"))
             loads[label] = (*loads[label], cpu)
             parts = [tail(scen, events, folder / "tail") for _ in range(args.rounds)]
-            tails.append((label, {k: min(p[k] for p in parts) for k in TAIL}))
+            tails.append((label, {k: min(p[k] for p in parts) for k in parts[0]}))
         if "SQLite event broker" in sources:
             share = shares(folder / "store.db", 2)
             print(f"rows of each of 2 workers' shares of the store: {share} (of {total:,})")
@@ -329,9 +349,15 @@ def main() -> int:
         "|---------------------|" + "|".join("-" * (width[k] + 2) for k in TAIL) + "|------------|"
     )
     for label, best in tails:
-        run = sum(best.values())
+        run = sum(best[k] for k in TAIL)
         cells = " | ".join(f"{best[k]:>{width[k]}.3f}" for k in TAIL)
         print(f"| {label:<19} | {cells} | {(run - best['judging']) / run:>9.0%}  |")
+    for label, best in tails:
+        print(f"{label}: the judging column: the workers started after "
+              f"{best['workers started']:.3f} s, "
+              f"each judged its share in {best['worker 1']:.3f} and {best['worker 2']:.3f} s "
+              f"(read, judged, its outputs made), the last result sent and received "
+              f"{best['results in']:.3f} s after it was made")  # fmt: skip
     cases = args.conversations * len(scenario_assertions())
     for label, best in tails:
         print(f"{label}: JUnit, {cases:,} cases: {cases / best['JUnit']:,.0f} cases/s "
