@@ -27,13 +27,13 @@ printed, each row in one share.
 Then the parent's serial tail (issue 27): ``--workers 2`` on each source run
 in this process through the library (``mantle_stream.run``: a ``RunConfig``,
 the sinks composed, ``run_workers``), with --jsonl, --junit and --html, timed
-part by part: the workers' judging (the workers' start, each worker's judging
-of its share, and its result's way to the parent), merging their results, telling the sinks
-the decisions, building the report, encoding it, and the report's outputs
-(JUnit, HTML, each written from the report at its end). The best of ``--rounds``
-of each part; ``tail ÷ run``: what follows the workers' judging, of the whole;
-and the JUnit file's cases per second in the parent (which numbers and writes
-the cases each worker made of its runs).
+part by part: the workers' judging (taken apart: the workers' start, each
+worker's judging of its share, its result's way to the parent), merging their
+results, telling the sinks the decisions, building the report, encoding it,
+and the report's outputs (JUnit, HTML, each written from the report at its
+end). The best of ``--rounds`` of each part; ``tail ÷ run``: what follows the
+workers' judging, of the whole; and the JUnit file's cases per second in the
+parent (which numbers and writes the cases each worker made of its runs).
 
 For the SQLite store, the CPU seconds of reading it alone (no judging, in this
 process): as one process reads it, and each of 2 workers' shares (which also

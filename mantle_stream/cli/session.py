@@ -338,8 +338,8 @@ def _show(session: RunOutputs, report: Report, runner: _Progress | None, fmt: st
 
 
 def _write_out(data: bytes) -> None:
-    """``data`` to standard output as it is, not decoded to be encoded again (a JSON
-    report of 5,000 conversations is 46 MB: 0.1 s saved); as text where standard
+    """``data`` to standard output as it is, not decoded to be encoded again (32 MB
+    written to a file: 0.145 s as text, 0.012 s as bytes); as text where standard
     output is not a byte stream (a StringIO)."""
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:
