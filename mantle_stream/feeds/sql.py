@@ -149,7 +149,8 @@ class SqlFeed(QueuedFeed):
         self._replaced = 0  # times the SQLite file was deleted and created again
         self._share: Share | None = None  # this worker's rows alone (sql_share)
         self._joins = False  # batches joined by SQLite (_read)
-        #: Database.changes() when reading began, or at the last look back.
+        #: Database.changes() when the database was connected to, or at the last look
+        #: back that counted the whole table.
         self._changes: int | None = None
         self._forget_ids()
         self._longest_wait = 0.0
@@ -209,6 +210,7 @@ class SqlFeed(QueuedFeed):
         since = self._options.since is not None
         db, self._path = connect(self._url, since=since, say=self._say)
         self._file = None if self._path is None else identity(self._path)
+        self._changes = db.changes()  # (before any row of this database is read)
         return db
 
     def _query(
@@ -258,7 +260,6 @@ class SqlFeed(QueuedFeed):
     async def _read(self, send: MemoryObjectSendStream[Item]) -> None:
         db = self._db
         assert db is not None
-        self._changes = await self._patiently(db.changes)  # (before any row is read)
         partition = self._options.partition
         if partition is not None and not self.live:  # (a followed table is read whole)
             where, params = self._filters()
@@ -411,7 +412,6 @@ class SqlFeed(QueuedFeed):
         self._late = 0  # rows found below the ids read, and read
         self._null = 0  # rows with no id (NULL): never read
         self._null_counted = False
-        self._changes = None
         self._next_look = self._next_whole = 0.0
 
     def _remember_all(self, row_ids: list[int]) -> None:
@@ -595,7 +595,6 @@ class SqlFeed(QueuedFeed):
         self._replaced += 1
         self._rows, self._by_place = 0, False
         self._forget_ids()
-        self._changes = await self._patiently(self._db.changes)
         self._where = f"{redact(self._url)} (table {TABLE}, row id)"
         times = "once" if self._replaced == 1 else f"{self._replaced} times"
         self._notices["replaced"] = (
