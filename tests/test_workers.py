@@ -456,6 +456,37 @@ def test_a_feed_error_in_a_worker_is_one_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in runs[1].stderr
 
 
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux's /proc)."""
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as fh:
+            found += [int(p) for p in fh.read().split()]
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads Linux's /proc")
+def test_a_worker_killed_is_one_clear_error_with_its_exit_status(tmp_path: Path) -> None:
+    # Killed (the kernel's OOM killer, a user): no result comes; the run ends with one
+    # line that says which worker and how, not with a partial report.
+    scenario, feed = _slow_run(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
+         "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(workers := _children(process.pid)) < 2 and time.monotonic() < deadline:
+        assert process.poll() is None, "the run ended before a worker could be killed"
+        time.sleep(0.02)
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2, err
+    assert out == ""
+    assert "ended without a result (exit status -9)" in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.slow  # a signal every 5 ms through a run: 6 s each
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_signals_after_the_workers_finished_leave_the_report_whole(
