@@ -1,7 +1,7 @@
 """Rasa's SQL tables and a report to compare sources by: shared by the store tests.
 
 ``TRACKER_STORE`` and ``EVENT_BROKER`` are the tables as Rasa's SQL tracker store
-and SQL event broker create them on SQLite; :func:`make_db` fills one with the
+and SQL event broker create them on SQLite (the tracker store's index too); :func:`make_db` fills one with the
 example conversations; :func:`report` is ``check --format json`` over the
 example scenarios, minus what depends on the source; :func:`read_by_workers` is
 what each worker's share of a SQL store fetched and handed on.
@@ -31,7 +31,8 @@ EVENTS = ROOT / "examples/eval/events/all.jsonl"
 SCENARIOS = ROOT / "examples/eval/scenarios"
 RESULTS = ROOT / "examples/eval/results/2026-12-01T09-00-00"
 
-#: Rasa's SQLTrackerStore table, as SQLAlchemy creates it on SQLite.
+#: Rasa's SQLTrackerStore table, as SQLAlchemy creates it on SQLite, with its index on
+#: sender_id (``index=True``): two statements, for ``executescript``.
 TRACKER_STORE = """CREATE TABLE events (
     id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
     sender_id VARCHAR(255) NOT NULL,
@@ -40,7 +41,8 @@ TRACKER_STORE = """CREATE TABLE events (
     intent_name VARCHAR(255),
     action_name VARCHAR(255),
     data TEXT
-)"""
+);
+CREATE INDEX ix_events_sender_id ON events (sender_id);"""
 #: Rasa's SQLEventBroker table.
 EVENT_BROKER = """CREATE TABLE events (
     id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
@@ -64,7 +66,7 @@ def tracker_row(line: str) -> tuple[str, str, float | None, str]:
 
 def make_db(path: Path, lines: list[str], *, broker: bool = False) -> Path:
     with sqlite3.connect(path) as db:
-        db.execute(EVENT_BROKER if broker else TRACKER_STORE)
+        db.executescript(EVENT_BROKER if broker else TRACKER_STORE)
         insert(db, lines, broker=broker)
     db.close()
     return path

@@ -98,7 +98,7 @@ def test_flat_rows_are_given_their_sender_id(
     lines = example_lines()
     path = tmp_path / "flat.db"
     with sqlite3.connect(path) as db:
-        db.execute(TRACKER_STORE)
+        db.executescript(TRACKER_STORE)
         db.executemany(
             "INSERT INTO events (sender_id, type_name, timestamp, data) VALUES (?, ?, ?, ?)",
             [

@@ -55,7 +55,8 @@ TRACKER_STORE = """CREATE TABLE events (
     intent_name VARCHAR(255),
     action_name VARCHAR(255),
     data TEXT
-)"""
+);
+CREATE INDEX ix_events_sender_id ON events (sender_id);"""
 EVENT_BROKER = "CREATE TABLE events (id SERIAL PRIMARY KEY, sender_id VARCHAR(255), data TEXT)"
 
 
