@@ -162,6 +162,18 @@ def scenario(extra: list[dict[str, Any]] | None = None) -> ms.Scenario:
     return ms.load_scenario_text(json.dumps(body), "bench.yml")
 
 
+#: Rasa's SQL tracker store table on SQLite, with the index on sender_id SQLAlchemy
+#: creates for it (``index=True``): two statements, for ``executescript``.
+TRACKER_STORE = """CREATE TABLE events (
+    id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+    sender_id VARCHAR(255) NOT NULL,
+    type_name VARCHAR(255) NOT NULL,
+    timestamp FLOAT,
+    intent_name VARCHAR(255),
+    action_name VARCHAR(255),
+    data TEXT
+);
+CREATE INDEX ix_events_sender_id ON events (sender_id);"""
 #: Share of events of the kinds no check reads, as in real Mantle traffic.
 SKIPPED_SHARE = 1 / 3
 _SKIPPED = [

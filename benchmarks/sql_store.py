@@ -12,13 +12,14 @@ few MiB at a time, as a file is.
 
 Builds two SQLite files with the table Rasa's SQL tracker store creates
 (``events(id, sender_id, type_name, timestamp, intent_name, action_name,
-data)``), the second four times the first, and runs ``mantle-stream check
---events sqlite:///...`` on each in a fresh process with ``--keep-finished``
-(what a replay of a store too big to list keeps) and ``--jsonl`` (every verdict
-still written). It prints each run's peak RSS (``wait4``'s ``ru_maxrss``) and
-the ratio big ÷ small: the feed reads the table in batches by ``id`` and never
-holds it, so the ratio stays near 1 while the table grows fourfold — the
-evidence, at a size that runs in seconds, that a 10 GB store is streamed.
+data)``, and its index on ``sender_id``), the second four times the first, and
+runs ``mantle-stream check --events sqlite:///...`` on each in a fresh process
+with ``--keep-finished`` (what a replay of a store too big to list keeps) and
+``--jsonl`` (every verdict still written). It prints each run's peak RSS
+(``wait4``'s ``ru_maxrss``) and the ratio big ÷ small: the feed reads the table
+in batches by ``id`` and never holds it, so the ratio stays near 1 while the
+table grows fourfold — the evidence, at a size that runs in seconds, that a 10
+GB store is streamed.
 """
 
 from __future__ import annotations
@@ -34,17 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import conversation_id, conversation_lines, machine
+from _common import TRACKER_STORE, conversation_id, conversation_lines, machine
 
-TABLE = """CREATE TABLE events (
-    id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
-    sender_id VARCHAR(255) NOT NULL,
-    type_name VARCHAR(255) NOT NULL,
-    timestamp FLOAT,
-    intent_name VARCHAR(255),
-    action_name VARCHAR(255),
-    data TEXT
-)"""
 SCENARIO = (
     Path(__file__).resolve().parent.parent / "examples/eval/scenarios/card_replace_damaged.yml"
 )
@@ -64,7 +56,7 @@ def build(path: Path, conversations: int, events: int, seed: int = 5) -> int:
     """A tracker store of ``conversations`` × ``events`` rows, interleaved 20 at a time."""
     rng = random.Random(seed)
     with sqlite3.connect(path) as db:
-        db.execute(TABLE)
+        db.executescript(TRACKER_STORE)
         for start in range(0, conversations, 20):
             streams = [
                 list(conversation_lines(conversation_id(i), events, rng))
@@ -99,7 +91,7 @@ def large_events(db: Path, events: Path, count: int, size: int = 300_000) -> Non
         ]
     events.write_text("".join(line for _, line in rows))
     with sqlite3.connect(db) as conn:
-        conn.execute(TABLE)
+        conn.executescript(TRACKER_STORE)
         conn.executemany(
             "INSERT INTO events (sender_id, type_name, timestamp, data) VALUES (?, 'bot', 0, ?)",
             rows,

@@ -2,27 +2,32 @@
 
     python benchmarks/workers.py            # 5,000 conversations × 200 events = 1,000,000
     python benchmarks/workers.py --quick    # 100 × 200 (a smoke run)
-    python benchmarks/workers.py --sources sql --rounds 2   # the SQLite store alone
+    python benchmarks/workers.py --sources sql --rounds 2   # the two SQLite tables alone
+    python benchmarks/workers.py --sources tracker          # the tracker store's alone
 
 Writes the feed of ``_common.py`` (30 assertions, every kind) as a JSON-lines
-file and as a SQLite event-broker table (``events(id, sender_id, data)``),
-then runs ``mantle-stream check --format json --jsonl`` on each with
-``--workers 1`` and ``--workers 2``, alternating, each in a fresh process,
-``--rounds`` times. It prints the best and median seconds of each and the
-speed-up (best of one ÷ best of two), the load average before each source (the
-machine may be shared), and the CPU seconds of each process of the last timed
-run (sampled from ``/proc`` every 50 ms on Linux: the parent first, then each
-worker). A last pair adds ``--junit`` (untimed: a JUnit case per verdict
-takes seconds) and the outputs are compared: the
-JSON report and the JUnit file byte for byte, the JSONL verdicts as lines
-(two workers write them grouped by conversation). Exit status 1 when an
-output differs.
+file and as the two SQLite tables Rasa writes: its SQL tracker store's
+(``events(id, sender_id, type_name, timestamp, intent_name, action_name,
+data)``, with its index on ``sender_id``) and its SQL event broker's
+(``events(id, sender_id, data)``, no index), then runs ``mantle-stream check
+--format json --jsonl`` on each with ``--workers 1`` and ``--workers 2``,
+alternating, each in a fresh process, ``--rounds`` times. It prints the best
+and median seconds of each and the speed-up (best of one ÷ best of two), the
+load average before each source (the machine may be shared), and the CPU
+seconds of each process of the last timed run (sampled from ``/proc`` every 50
+ms on Linux: the parent first, then each worker). A last pair adds ``--junit``
+(untimed: a JUnit case per verdict takes seconds) and the outputs are compared:
+the JSON report and the JUnit file byte for byte, the JSONL verdicts as lines
+(two workers write them grouped by conversation). Exit status 1 when an output
+differs.
 
 Every worker of a file reads and decodes the whole feed and judges its share,
 so the speed-up is below the number of cores by what reading and decoding cost.
-A worker of the SQL store reads only its conversations' rows
+A worker of a SQL store reads only its conversations' rows
 (``mantle_stream/feeds/sql_share.py``): the rows of each worker's share are
-printed, each row in one share.
+printed, each row in one share. Each worker first lists the table's
+conversations: through the tracker store's index on ``sender_id``, a scan of
+the index; in the event broker's table, which has none, a scan of every row.
 
 Then the parent's serial tail (issue 27): ``--workers 2`` on each source run
 in this process through the library (``mantle_stream.run``: a ``RunConfig``,
@@ -35,7 +40,7 @@ end). The best of ``--rounds`` of each part; ``tail ÷ run``: what follows the
 workers' judging, of the whole; and the JUnit file's cases per second in the
 parent (which numbers and writes the cases each worker made of its runs).
 
-For the SQLite store, the CPU seconds of reading it alone (no judging, in this
+For each SQLite store, the CPU seconds of reading it alone (no judging, in this
 process): as one process reads it, and each of 2 workers' shares (which also
 list their conversations; their rows are counted at the end only when another
 connection wrote to the store meanwhile).
@@ -65,8 +70,10 @@ from mantle_stream.run import OutputsConfig, RunConfig, SourcesConfig, compose_s
 from mantle_stream.run import workers as strategy
 from mantle_stream.run.sources import feed_for
 
-from _common import feed, machine, scenario_assertions
+from _common import TRACKER_STORE, feed, machine, scenario_assertions
 
+#: The SQLite stores: their label, their --sources name, whether a tracker store.
+SQL_STORES = (("SQLite tracker store", "tracker", True), ("SQLite event broker", "broker", False))
 #: The parts of the parent's tail, in the order they happen.
 TAIL = ("judging", "merge", "decisions to sinks", "report built", "report JSON", "JUnit", "HTML")
 
@@ -159,18 +166,37 @@ def reading(events: str, workers: int) -> list[float]:
     return seconds
 
 
-def store(path: Path, data: bytes) -> None:
-    """The lines as rows of Rasa's SQL event broker table."""
+#: The events' envelope keys: the one other key of a ProtoJSON event names its type.
+_ENVELOPE = {"conversation_id", "timestamp", "metadata", "event_id", "sequence", "user_id"}
+
+
+def store(path: Path, data: bytes, *, tracker: bool = False) -> None:
+    """The lines as rows of Rasa's SQL event broker table, or (``tracker``) of its SQL
+    tracker store's, with its index on sender_id (``_common.TRACKER_STORE``)."""
     with sqlite3.connect(path) as db:
-        db.execute(
-            "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-            "sender_id VARCHAR(255) NOT NULL, data TEXT)"
-        )
+        if tracker:
+            db.executescript(TRACKER_STORE)
+        else:
+            db.execute(
+                "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "sender_id VARCHAR(255) NOT NULL, data TEXT)"
+            )
         rows = []
         for line in data.splitlines():
-            cid = json.loads(line)["conversation_id"]
-            rows.append((cid, line.decode()))
-        db.executemany("INSERT INTO events (sender_id, data) VALUES (?, ?)", rows)
+            event = json.loads(line)
+            cid, text = event["conversation_id"], line.decode()
+            if tracker:
+                kind = next(k for k in event if k not in _ENVELOPE)
+                rows.append((cid, kind, event.get("timestamp"), text))
+            else:
+                rows.append((cid, text))
+        if tracker:
+            db.executemany(
+                "INSERT INTO events (sender_id, type_name, timestamp, data) VALUES (?, ?, ?, ?)",
+                rows,
+            )
+        else:
+            db.executemany("INSERT INTO events (sender_id, data) VALUES (?, ?)", rows)
     db.close()
 
 
@@ -248,7 +274,12 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--sources", choices=["file", "sql", "both"], default="both")
+    parser.add_argument(
+        "--sources",
+        choices=["file", "tracker", "broker", "sql", "both"],
+        default="both",
+        help="the file, one SQLite table, both tables (sql), or all three (both)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.rounds = 100, 1
@@ -269,16 +300,17 @@ def main() -> int:
             json.dumps({"scenario": {**body, "goals": {"assertions": scenario_assertions()}}})
         )
         data = feed(args.conversations, args.events)
-        (folder / "feed.jsonl").write_bytes(data)
-        store(folder / "store.db", data)
-        sources = {
-            "JSON-lines file": str(folder / "feed.jsonl"),
-            "SQLite event broker": f"sqlite:///{folder / 'store.db'}",
-        }
-        if args.sources == "sql":
-            del sources["JSON-lines file"]
-        elif args.sources == "file":
-            del sources["SQLite event broker"]
+        sources: dict[str, str] = {}
+        stores: dict[str, Path] = {}
+        if args.sources in ("file", "both"):
+            (folder / "feed.jsonl").write_bytes(data)
+            sources["JSON-lines file"] = str(folder / "feed.jsonl")
+        for label, kind, tracker in SQL_STORES:
+            if args.sources in (kind, "sql", "both"):
+                stores[label] = folder / f"{kind}.db"
+                store(stores[label], data, tracker=tracker)
+                sources[label] = f"sqlite:///{stores[label]}"
+        del data
         loads: dict[str, tuple[Any, ...]] = {}
         for label, events in sources.items():
             loads[label] = os.getloadavg() if hasattr(os, "getloadavg") else ()
@@ -301,30 +333,34 @@ def main() -> int:
             loads[label] = (*loads[label], cpu)
             parts = [tail(scen, events, folder / "tail") for _ in range(args.rounds)]
             tails.append((label, {k: min(p[k] for p in parts) for k in parts[0]}))
-        if "SQLite event broker" in sources:
-            share = shares(folder / "store.db", 2)
-            print(f"rows of each of 2 workers' shares of the store: {share} (of {total:,})")
-            spec = sources["SQLite event broker"]
+        for label, path in stores.items():
+            share = shares(path, 2)
+            print(f"{label}: rows of each of 2 workers' shares: {share} (of {total:,})")
             alone, apart = (
-                [min(x) for x in zip(*[reading(spec, n) for _ in range(args.rounds)], strict=True)]
+                [
+                    min(x)
+                    for x in zip(
+                        *[reading(sources[label], n) for _ in range(args.rounds)], strict=True
+                    )
+                ]
                 for n in (1, 2)
             )
             print(
-                f"reading the store alone (no judging), best CPU s of {args.rounds}: one "
+                f"{label}: reading it alone (no judging), best CPU s of {args.rounds}: one "
                 f"process {alone[0]:.2f}; 2 workers' shares "
                 + " + ".join(f"{x:.2f}" for x in apart)
                 + f" = {sum(apart):.2f} (each listing its conversations)"
             )
     print()
     print(
-        "| source              | 1 worker: best / median s | 2 workers: best / median s | speed-up |"  # noqa: E501
+        "| source               | 1 worker: best / median s | 2 workers: best / median s | speed-up |"  # noqa: E501
     )
     print(
-        "|---------------------|---------------------------|----------------------------|----------|"
+        "|----------------------|---------------------------|----------------------------|----------|"
     )
     for label, times, _ in rows:
         one, two = times[1], times[2]
-        print(f"| {label:<19} | {min(one):>12.2f} / {statistics.median(one):<10.2f} | "
+        print(f"| {label:<20} | {min(one):>12.2f} / {statistics.median(one):<10.2f} | "
               f"{min(two):>13.2f} / {statistics.median(two):<10.2f} | "
               f"{min(one) / min(two):>7.2f}× |")  # fmt: skip
     print()
@@ -341,17 +377,17 @@ def main() -> int:
     print("the parent's tail under --workers 2 with --jsonl, --junit and --html, best s:")
     width = {k: max(len(k), 6) for k in TAIL}
     print(
-        "| source              | "
+        "| source               | "
         + " | ".join(f"{k:>{width[k]}}" for k in TAIL)
         + " | tail ÷ run |"
     )
     print(
-        "|---------------------|" + "|".join("-" * (width[k] + 2) for k in TAIL) + "|------------|"
+        "|----------------------|" + "|".join("-" * (width[k] + 2) for k in TAIL) + "|------------|"
     )
     for label, best in tails:
         run = sum(best[k] for k in TAIL)
         cells = " | ".join(f"{best[k]:>{width[k]}.3f}" for k in TAIL)
-        print(f"| {label:<19} | {cells} | {(run - best['judging']) / run:>9.0%}  |")
+        print(f"| {label:<20} | {cells} | {(run - best['judging']) / run:>9.0%}  |")
     for label, best in tails:
         print(f"{label}: the judging column: the workers started after "
               f"{best['workers started']:.3f} s, "
