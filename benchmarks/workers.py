@@ -123,7 +123,12 @@ def tail(scenario: Path, events: str, out: Path) -> dict[str, float]:
         merged = strategy.run_workers(config, "bench", 2, None, scenarios, {}, composed.sinks)
         assert merged is not None
         returned = time.perf_counter()
-        report = build_report(merged.judged, scenarios=scenarios, source=merged.notices)
+        report = build_report(
+            merged.judged,
+            scenarios=scenarios,
+            source=merged.notices,
+            conversations=merged.conversations,
+        )
         built = time.perf_counter()
         report.to_json()
         encoded = time.perf_counter()

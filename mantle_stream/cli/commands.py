@@ -318,7 +318,14 @@ def _judge(
             )
             if merged is not None:  # (None: a bad event ended it: judged again, in one)
                 session.notices = merged.notices
-                status = finish(session, merged.outcome, None, fmt=fmt, judged=merged.judged)
+                status = finish(
+                    session,
+                    merged.outcome,
+                    None,
+                    fmt=fmt,
+                    judged=merged.judged,
+                    conversations=merged.conversations,
+                )
                 return after_signals(status, noted)
             finishing.close()  # judged again in one process: Ctrl-C stops it as usual
 

@@ -38,6 +38,7 @@ from mantle_stream.outputs.report import (
     GateReport,
     GroupReport,
     Report,
+    ReportConversation,
     build_report,
     exit_status,
     notes,
@@ -287,11 +288,13 @@ def finish(
     *,
     fmt: str,
     judged: JudgedConversations | None = None,
+    conversations: list[ReportConversation] | None = None,
     group: GroupReport | None = None,
     gate: GateReport | None = None,
 ) -> int:
-    """The report (of ``judged``, the workers' merged outcome, when given; with a Kafka
-    member's ``group``), the closing lines and the exit status."""
+    """The report (of ``judged``, the workers' merged outcome, when given, with the
+    ``conversations`` they made; with a Kafka member's ``group``), the closing lines
+    and the exit status."""
     report = build_report(
         session.evaluator if judged is None else judged,
         session.recorded,
@@ -300,6 +303,7 @@ def finish(
         unread=session.unread,
         source=session.notices,
         tool_calls=session.config.judging.tool_calls,
+        conversations=conversations,
     )
     if group is not None:
         report = msgspec.structs.replace(report, kafka=group)

@@ -74,6 +74,7 @@ __all__ = [
     "notes",
     "one_scenario_line",
     "report_conversation",
+    "report_conversations",
     "scenario_results",
     "strict_problems",
     "tools_line",
@@ -264,6 +265,28 @@ def _tools_summary(
     )
 
 
+def report_conversations(
+    results: Sequence[ConversationResult],
+    recorded: Mapping[str, RecordedRun] | None,
+    scenarios: Sequence[Scenario],
+    *,
+    tool_calls: bool = False,
+) -> list[ReportConversation]:
+    """Judged conversations as the report lists them (:func:`report_conversation` of
+    each, with its recorded run and its scenario's assertions)."""
+    recorded = recorded or {}
+    checks = {s.name: s.assertions for s in scenarios}
+    return [
+        report_conversation(
+            r,
+            recorded.get(r.conversation_id),
+            checks.get(r.scenario or "", ()),
+            tool_calls=tool_calls,
+        )
+        for r in results
+    ]
+
+
 def build_report(
     evaluator: Evaluator | JudgedConversations,
     recorded: Mapping[str, RecordedRun] | None = None,
@@ -273,6 +296,7 @@ def build_report(
     unread: Mapping[str, str] | None = None,
     source: Sequence[str] = (),
     tool_calls: bool = False,
+    conversations: list[ReportConversation] | None = None,
 ) -> Report:
     """The report of every judged conversation (call after ``finish_all`` for a final one).
 
@@ -282,7 +306,9 @@ def build_report(
     reason (``Feed.rejected``); ``unread``: the conversations the source could
     not read, with why (``Feed.unread``); ``source``: what the source said about how
     it was read (``Feed.notices``). From :class:`JudgedConversations` (the merged outcome of
-    ``check --workers``) instead of an evaluator, give the ``scenarios`` too.
+    ``check --workers``) instead of an evaluator, give the ``scenarios`` too, and
+    the ``conversations`` when they are made already (:func:`report_conversations`,
+    by the workers: then ``judged.results`` is not read).
     ``tool_calls`` (``--tool-calls``): a failed ``gate: true`` entry of
     ``expected_tools`` fails its conversation, as in Rasa with tool-call
     evaluation on; otherwise the entries are metrics only.
@@ -293,17 +319,10 @@ def build_report(
         raise TypeError("build_report(judged) needs the scenarios it was judged against")
     else:
         judged = evaluator
-    recorded = recorded or {}
-    checks = {s.name: s.assertions for s in scenarios}
-    conversations = [
-        report_conversation(
-            r,
-            recorded.get(r.conversation_id),
-            checks.get(r.scenario or "", ()),
-            tool_calls=tool_calls,
+    if conversations is None:
+        conversations = report_conversations(
+            judged.results, recorded, scenarios, tool_calls=tool_calls
         )
-        for r in judged.results
-    ]
     gone = judged.omitted
     warnings = _warnings(judged, scenarios, refused, unread, source)
     return Report(

@@ -15,6 +15,11 @@ in the order decided. A sink whose output can be made apart
 (:class:`~mantle_stream.run.sinks.RenderedApart`: the JSONL lines) has it
 made by the workers, per conversation, and is handed the bytes.
 
+The workers also make their conversations as the report lists them
+(:func:`~mantle_stream.outputs.report.report_conversations`), sent in place of
+what they judged of each: the parent puts them in order and builds the report
+around them, rather than making every one in its serial tail.
+
 Ctrl-C or SIGTERM reach the parent, which tells the workers (SIGTERM); each
 stops as one process would and hands back what it judged. A run that a bad
 event would end (the default ``--on-bad-event=fail``) is judged again in one
@@ -37,7 +42,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from mantle_stream.core.engine.partition import JudgedConversations, Partition, merge
+from mantle_stream.core.engine.partition import JudgedConversations, Partition, in_order, merge
 from mantle_stream.core.errors import FeedError, MantleStreamError, UsageError
 from mantle_stream.core.recorded import RecordedRun
 from mantle_stream.core.scenario.model import Scenario
@@ -45,7 +50,7 @@ from mantle_stream.core.verdicts import Decision
 from mantle_stream.feeds.spec import parse_source
 from mantle_stream.outputs.junit import JunitWriter, RunCases, run_cases
 from mantle_stream.outputs.progress import ReadProgress
-from mantle_stream.outputs.report import report_conversation
+from mantle_stream.outputs.report import ReportConversation, report_conversations
 from mantle_stream.outputs.sink import Sink, Sinks
 from mantle_stream.run.config import RunConfig
 from mantle_stream.run.sinks import RenderedApart
@@ -73,11 +78,15 @@ AUTO_MIN_BYTES = 4 << 20
 
 class WorkersOutcome(msgspec.Struct, frozen=True):
     """The workers' outcomes as one run's; ``decisions``: every worker's, grouped by
-    conversation in the report's order, each conversation's in the order decided."""
+    conversation in the report's order, each conversation's in the order decided.
+    ``judged``: their counters and unmatched conversations, its ``results`` empty:
+    the judged conversations are ``conversations``, as the report lists them, in
+    order (:func:`~mantle_stream.outputs.report.build_report` takes both)."""
 
     outcome: RunOutcome
     judged: JudgedConversations
     decisions: list[Decision]
+    conversations: list[ReportConversation] = []
     notices: list[str] = []  # what the workers' sources said about how they were read
     #: Per sink rendered apart (in the order given), its bytes, grouped likewise.
     rendered: list[bytes] = []
@@ -87,7 +96,9 @@ class WorkersOutcome(msgspec.Struct, frozen=True):
 
 class _Done(msgspec.Struct, frozen=True, tag="done"):
     outcome: RunOutcome
-    judged: JudgedConversations
+    judged: JudgedConversations  # its results: `conversations`, numbered by `listed`
+    conversations: list[ReportConversation]
+    listed: list[int]  # each conversation's number in order of first appearance
     decisions: dict[str, list[Decision]]  # per conversation, in the order decided
     notices: list[str] = []  # Feed.notices
     rendered: list[dict[str, bytes]] = []  # per renderer, per conversation
@@ -272,13 +283,14 @@ def _merge(
         done.append(message)
     endings = {d.outcome.ending for d in done}
     judged = merge([d.judged for d in done])
+    _, conversations = in_order((d.listed, d.conversations) for d in done)
     cancelled = interrupted or "cancelled" in endings
     outcome = RunOutcome("cancelled" if cancelled else "end-of-input")
     decided: dict[str, list[Decision]] = {}
     for part in done:
         decided.update(part.decisions)
     # Grouped by conversation, in the report's order.
-    order = [r.conversation_id for r in judged.results]
+    order = [c.conversation_id for c in conversations]
     grouped = [d for cid in order for d in decided.get(cid, ())]
     rendered = []
     for each in range(len(done[0].rendered) if done else 0):
@@ -291,7 +303,7 @@ def _merge(
         junit.update(part.junit)
     # Every worker reads the whole source: a notice each said is said once.
     notices = list(dict.fromkeys(n for part in done for n in part.notices))
-    return WorkersOutcome(outcome, judged, grouped, notices, rendered, junit)
+    return WorkersOutcome(outcome, judged, grouped, conversations, notices, rendered, junit)
 
 
 def _context() -> Any:
@@ -413,18 +425,21 @@ def _judge(
     outcome = anyio.run(go)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the result goes out whatever comes
     judged = evaluator.judged()
-    first_seen = [partition.ordinal(r.conversation_id) for r in judged.results]
-    first_seen += [partition.ordinal(u.conversation_id) for u in judged.unmatched]
-    judged = msgspec.structs.replace(judged, first_seen=first_seen)
-    # Made here, in parallel, rather than in the parent's serial tail.
+    listed = [partition.ordinal(r.conversation_id) for r in judged.results]
+    unmatched = [partition.ordinal(u.conversation_id) for u in judged.unmatched]
+    # Made here, in parallel, rather than in the parent's serial tail: the report's
+    # conversations (sent in place of the results), the JSONL lines, the JUnit cases.
+    conversations = report_conversations(
+        judged.results, recorded, scenarios, tool_calls=config.judging.tool_calls
+    )
+    judged = msgspec.structs.replace(judged, results=[], first_seen=unmatched)
     rendered = [{cid: render(kept) for cid, kept in lines.items()} for render in asked.renderers]
     junit: dict[str, RunCases] = {}
     if asked.junit is not None:
-        tool_calls = asked.junit
-        for r in judged.results:
-            conversation = report_conversation(r, tool_calls=tool_calls)
-            junit[r.conversation_id] = run_cases(conversation, tool_calls=tool_calls)
-    return _Done(outcome, judged, lines if asked.keep else {}, notices, rendered, junit)
+        for c in conversations:
+            junit[c.conversation_id] = run_cases(c, tool_calls=asked.junit)
+    decisions = lines if asked.keep else {}
+    return _Done(outcome, judged, conversations, listed, decisions, notices, rendered, junit)
 
 
 def _regular(path: str) -> bool:

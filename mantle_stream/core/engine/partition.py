@@ -20,7 +20,7 @@ and the JUnit file made from the merge hold what one process's hold.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import TypeVar
@@ -31,7 +31,7 @@ from mantle_stream.core.engine.conversation import UnmatchedConversation
 from mantle_stream.core.events.decode import conversation_of
 from mantle_stream.core.verdicts import ConversationResult, Occurrence, Statistics, bounded
 
-__all__ = ["JudgedConversations", "Partition", "merge", "partition_of"]
+__all__ = ["JudgedConversations", "Partition", "in_order", "merge", "partition_of"]
 
 E = TypeVar("E")
 
@@ -157,28 +157,36 @@ def _add(counts: Iterable[dict[str, int]]) -> dict[str, int]:
     return dict(sorted(total.items()))
 
 
+def in_order(parts: Iterable[tuple[Sequence[int], Sequence[E]]]) -> tuple[list[int], list[E]]:
+    """Several workers' conversations (each part: their numbers from :class:`Partition`,
+    and the conversations) as one list in order of first appearance: the numbers, and
+    the conversations."""
+    numbered = [pair for numbers, items in parts for pair in zip(numbers, items, strict=True)]
+    numbered.sort(key=_first)
+    return [n for n, _ in numbered], [x for _, x in numbered]
+
+
 def merge(parts: list[JudgedConversations]) -> JudgedConversations:
     """Several workers' outcomes as one: conversations in order of first appearance,
     counters added."""
     if len(parts) == 1:
         return parts[0]
-    judged: list[tuple[int, ConversationResult]] = []
-    unmatched: list[tuple[int, UnmatchedConversation]] = []
-    for part in parts:
-        n = len(part.results)
-        judged += zip(part.first_seen[:n], part.results, strict=True)
-        unmatched += zip(part.first_seen[n:], part.unmatched, strict=True)
-    judged.sort(key=_first)
-    unmatched.sort(key=_first)
+    listed = [len(p.results) for p in parts]
+    judged_at, judged = in_order(
+        (p.first_seen[:n], p.results) for p, n in zip(parts, listed, strict=True)
+    )
+    unmatched_at, unmatched = in_order(
+        (p.first_seen[n:], p.unmatched) for p, n in zip(parts, listed, strict=True)
+    )
     stats = [msgspec.structs.asdict(p.statistics) for p in parts]
     return JudgedConversations(
-        results=[r for _, r in judged],
-        unmatched=[u for _, u in unmatched],
+        results=judged,
+        unmatched=unmatched,
         statistics=Statistics(**_add(stats)),
         omitted=_add(p.omitted for p in parts),
         unknown_kinds=_add(p.unknown_kinds for p in parts),
         legacy_rows=_add(p.legacy_rows for p in parts),
-        first_seen=[i for i, _ in judged] + [i for i, _ in unmatched],
+        first_seen=judged_at + unmatched_at,
         # Each worker judged other conversations: in the order of the workers, bounded.
         occurrences=bounded(o for p in parts for o in p.occurrences),
     )
