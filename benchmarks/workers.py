@@ -12,14 +12,19 @@ data)``, with its index on ``sender_id``) and its SQL event broker's
 (``events(id, sender_id, data)``, no index), then runs ``mantle-stream check
 --format json --jsonl`` on each with ``--workers 1`` and ``--workers 2``,
 alternating, each in a fresh process, ``--rounds`` times. It prints the best
-and median seconds of each and the speed-up (best of one ÷ best of two), the
-load average before each source (the machine may be shared), and the CPU
-seconds of each process of the last timed run (sampled from ``/proc`` every 50
-ms on Linux: the parent first, then each worker). A last pair adds ``--junit``
-(untimed: a JUnit case per verdict takes seconds) and the outputs are compared:
-the JSON report and the JUnit file byte for byte, the JSONL verdicts as lines
-(two workers write them grouped by conversation). Exit status 1 when an output
-differs.
+and median seconds of each and the speed-up (best of one ÷ best of two); the
+speed-up of each round (its two runs, one after the other, so that a machine
+whose speed drifts between minutes moves both), median and range; and what two
+processes at once do on this machine in ones (``two_at_once``: a second of pure
+Python alone, then two copies started together, once in each round before its
+pair: 2.0 on two idle cores; less where the two processes share more than the
+cores), the ceiling of the speed-up. Then the load average before each source
+(the machine may be shared), and the CPU seconds of each process of the last
+timed run (sampled from ``/proc`` every 50 ms on Linux: the parent first, then
+each worker). A last pair adds ``--junit`` (untimed: a JUnit case per verdict
+takes seconds) and the outputs are compared: the JSON report and the JUnit file
+byte for byte, the JSONL verdicts as lines (two workers write them grouped by
+conversation). Exit status 1 when an output differs.
 
 Every worker of a file reads and decodes the whole feed and judges its share,
 so the speed-up is below the number of cores by what reading and decoding cost.
@@ -233,6 +238,30 @@ def _cpu_while(process: subprocess.Popen[bytes]) -> list[float]:
     return list(seen.values())
 
 
+#: A second or so of allocation-heavy pure Python, as judging is: the machine's own
+#: speed-up is this run alone against two copies at once (:func:`two_at_once`).
+CEILING_CODE = (
+    "for _ in range(3):\n"
+    "    d = [{'k': i, 'v': str(i)} for i in range(600_000)]\n"
+    "    s = sum(x['k'] for x in d)\n"
+)
+
+
+def two_at_once() -> float:
+    """What two processes at once do here, in ones: twice the seconds of
+    :data:`CEILING_CODE` alone over those of two copies started together. 2.0 on
+    two idle cores; less where the two share more than the cores (caches, memory,
+    a host's other guests), which bounds the workers' speed-up as much."""
+
+    def run(n: int) -> float:
+        started = time.perf_counter()
+        for process in [subprocess.Popen([sys.executable, "-c", CEILING_CODE]) for _ in range(n)]:
+            process.wait()
+        return time.perf_counter() - started
+
+    return 2 * run(1) / run(2)
+
+
 def shares(path: Path, workers: int) -> list[int]:
     """The rows of each worker's share of the store: the rows its query reads."""
     rows = [0] * workers
@@ -271,6 +300,11 @@ def check(
     if junit:
         files["junit"] = (out / "j.xml").read_bytes()
     return seconds, files
+
+
+def _spread(ratios: list[float]) -> str:
+    """Ratios as ``median× (least–most)``."""
+    return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
 
 
 def main() -> int:
@@ -319,9 +353,10 @@ def main() -> int:
         loads: dict[str, tuple[Any, ...]] = {}
         for label, events in sources.items():
             loads[label] = os.getloadavg() if hasattr(os, "getloadavg") else ()
-            times: dict[int, list[float]] = {1: [], 2: []}
+            times: dict[int, list[float]] = {1: [], 2: [], 0: []}  # 0: two_at_once()
             outputs: dict[int, dict[str, bytes]] = {}
             for _ in range(args.rounds):
+                times[0].append(two_at_once())
                 for workers in (1, 2):
                     seconds, outputs[workers] = check(scen, events, workers, folder / f"o{workers}")
                     times[workers].append(seconds)
@@ -358,16 +393,25 @@ def main() -> int:
             )
     print()
     print(
-        "| source               | 1 worker: best / median s | 2 workers: best / median s | speed-up |"  # noqa: E501
+        "| source               | 1 worker: best / median s | 2 workers: best / median s "
+        "| speed-up | of each round: median (range) | two processes at once: median (range) |"
     )
     print(
-        "|----------------------|---------------------------|----------------------------|----------|"
+        "|----------------------|---------------------------|----------------------------"
+        "|----------|-------------------------------|---------------------------------------|"
     )
     for label, times, _ in rows:
         one, two = times[1], times[2]
+        pairs = [a / b for a, b in zip(one, two, strict=True)]
         print(f"| {label:<20} | {min(one):>12.2f} / {statistics.median(one):<10.2f} | "
               f"{min(two):>13.2f} / {statistics.median(two):<10.2f} | "
-              f"{min(one) / min(two):>7.2f}× |")  # fmt: skip
+              f"{min(one) / min(two):>7.2f}× | {_spread(pairs):>29} | "
+              f"{_spread(times[0]):>37} |")  # fmt: skip
+    print(
+        "(speed-up: best of 1 worker ÷ best of 2; each round: its 1 worker ÷ its 2, run one "
+        "after the other; two processes at once: what two copies of a pure-Python loop "
+        "started together do, in ones, measured in each round before its pair)"
+    )
     print()
     for label, _, outcome in rows:
         print(f"{label}: report, JUnit, JSONL of 1 and 2 workers: {outcome}")
