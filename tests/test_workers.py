@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -377,14 +378,20 @@ def _slow_run(tmp_path: Path) -> tuple[Path, Path]:
     return scenario, feed
 
 
+def _slow_check(tmp_path: Path, *options: str, text: bool = True) -> subprocess.Popen[Any]:
+    """``check --workers 2 --format json`` of :func:`_slow_run`'s scenario and events,
+    started as a process with its output piped (``options``: more of them)."""
+    scenario, feed = _slow_run(tmp_path)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
+         "--workers", "2", "--regex-timeout", "0.05", "--format", "json", *options],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text, cwd=ROOT,
+    )  # fmt: skip
+
+
 @pytest.mark.slow  # a 10 s run interrupted after 4 s: timed, and slow
 def test_ctrl_c_stops_every_worker_and_reports_what_was_judged(tmp_path: Path) -> None:
-    scenario, feed = _slow_run(tmp_path)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
-         "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+    process = _slow_check(tmp_path)
     # 400 regex searches of 0.05 s over two workers take 10 s at the least: 4 s
     # leave the workers time to start on a busy machine (other tests in parallel).
     time.sleep(4)
@@ -469,12 +476,7 @@ def _children(pid: int) -> list[int]:
 def test_a_worker_killed_is_one_clear_error_with_its_exit_status(tmp_path: Path) -> None:
     # Killed (the kernel's OOM killer, a user): no result comes; the run ends with one
     # line that says which worker and how, not with a partial report.
-    scenario, feed = _slow_run(tmp_path)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
-         "--workers", "2", "--regex-timeout", "0.05", "--format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+    process = _slow_check(tmp_path)
     deadline = time.monotonic() + 60
     while len(workers := _children(process.pid)) < 2 and time.monotonic() < deadline:
         assert process.poll() is None, "the run ended before a worker could be killed"
@@ -495,14 +497,8 @@ def test_signals_after_the_workers_finished_leave_the_report_whole(
     """Signals sent again and again from while the workers judge until the process
     ends: those after judging (while the results are merged and the report, JUnit
     and HTML written) are noted, so every output is whole and holds what was judged."""
-    scenario, feed = _slow_run(tmp_path)
     junit, html = tmp_path / "junit.xml", tmp_path / "report.html"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mantle_stream", "check", str(scenario), "--events", str(feed),
-         "--workers", "2", "--regex-timeout", "0.05", "--format", "json",
-         "--junit", str(junit), "--html", str(html)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-    )  # fmt: skip
+    process = _slow_check(tmp_path, "--junit", str(junit), "--html", str(html), text=False)
     out = bytearray()
 
     def read() -> None:
