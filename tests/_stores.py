@@ -1,10 +1,11 @@
 """Rasa's SQL tables and a report to compare sources by: shared by the store tests.
 
-``TRACKER_STORE`` and ``EVENT_BROKER`` are the tables as Rasa's SQL tracker store
-and SQL event broker create them on SQLite (the tracker store's index too); :func:`make_db` fills one with the
-example conversations; :func:`report` is ``check --format json`` over the
-example scenarios, minus what depends on the source; :func:`read_by_workers` is
-what each worker's share of a SQL store fetched and handed on.
+``TRACKER_STORE`` and ``EVENT_BROKER`` are the tables as Rasa's SQL tracker
+store and SQL event broker create them on SQLite (the tracker store's index
+too); :func:`make_db` fills one with the example conversations; :func:`report`
+is ``check --format json`` over the example scenarios, minus what depends on
+the source; :func:`read_by_workers` is what each worker's share of a SQL store
+fetched and handed on.
 """
 
 from __future__ import annotations
