@@ -69,6 +69,7 @@ import anyio
 
 from mantle_stream.core.engine.evaluator import Evaluator
 from mantle_stream.core.engine.partition import Partition, partition_of
+from mantle_stream.core.events.model import ENVELOPE_KEYS
 from mantle_stream.core.scenario.load import load_scenarios
 from mantle_stream.outputs.report import build_report
 from mantle_stream.run import OutputsConfig, RunConfig, SourcesConfig, compose_sinks
@@ -176,10 +177,6 @@ def reading(events: str, workers: int) -> list[float]:
     return seconds
 
 
-#: The events' envelope keys: the one other key of a ProtoJSON event names its type.
-_ENVELOPE = {"conversation_id", "timestamp", "metadata", "event_id", "sequence", "user_id"}
-
-
 def store(path: Path, data: bytes, *, tracker: bool = False) -> None:
     """The lines as rows of Rasa's SQL event broker table, or (``tracker``) of its SQL
     tracker store's, with its index on sender_id (``_common.TRACKER_STORE``)."""
@@ -196,7 +193,7 @@ def store(path: Path, data: bytes, *, tracker: bool = False) -> None:
             event = json.loads(line)
             cid, text = event["conversation_id"], line.decode()
             if tracker:
-                kind = next(k for k in event if k not in _ENVELOPE)
+                kind = next(k for k in event if k not in ENVELOPE_KEYS)  # its payload's
                 rows.append((cid, kind, event.get("timestamp"), text))
             else:
                 rows.append((cid, text))
