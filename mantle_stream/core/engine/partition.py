@@ -171,13 +171,9 @@ def merge(parts: list[JudgedConversations]) -> JudgedConversations:
     counters added."""
     if len(parts) == 1:
         return parts[0]
-    listed = [len(p.results) for p in parts]
-    judged_at, judged = in_order(
-        (p.first_seen[:n], p.results) for p, n in zip(parts, listed, strict=True)
-    )
-    unmatched_at, unmatched = in_order(
-        (p.first_seen[n:], p.unmatched) for p, n in zip(parts, listed, strict=True)
-    )
+    # (first_seen numbers a part's results, then its unmatched conversations)
+    judged_at, judged = in_order((p.first_seen[: len(p.results)], p.results) for p in parts)
+    unmatched_at, unmatched = in_order((p.first_seen[len(p.results) :], p.unmatched) for p in parts)
     stats = [msgspec.structs.asdict(p.statistics) for p in parts]
     return JudgedConversations(
         results=judged,
