@@ -99,6 +99,26 @@ def test_a_worker_selects_its_events_and_numbers_every_conversation() -> None:
         assert p.ordinals == {f"c{i}": i for i in range(5)}
 
 
+def test_a_batch_of_the_workers_own_conversations_is_kept_whole_and_new_ones_numbered() -> None:
+    """The one-pass path (a SQL share's batches) keeps what the full pass keeps."""
+    p = Partition(0, 2)
+    own = [c for c in (f"c{i}" for i in range(20)) if partition_of(c, 2) == 0]
+    other = next(c for c in (f"c{i}" for i in range(20)) if partition_of(c, 2) == 1)
+    assert p.place_all(own[:2], [10, 11]) and p.ordinals == {own[0]: 10, own[1]: 11}
+    assert p.place_all([own[1], own[0], own[1]], [12, 13, 14])
+    assert p.ordinals == {own[0]: 10, own[1]: 11}  # numbered by their first rows only
+    assert not p.place_all([own[0], other], [15, 16])  # another worker's row: refused
+    assert p.ordinals[other] == 16 and not p.place_all([other], [17])
+    events = [ms.Event(conversation_id=c, sequence=0) for c in (own[0], own[1], own[0])]
+    assert p.select(events, lambda i: b"") == (events, None)
+    # A conversation not numbered yet, one of another worker, one named by its line
+    # alone: the full pass, which numbers the new in order and drops the other's.
+    events += [ms.Event(conversation_id=c, sequence=0) for c in (own[2], other, "")]
+    kept, where = p.select(events, lambda i: b'{"conversation_id": "%s"}' % own[3].encode())
+    assert where == [0, 1, 2, 3, 5] and kept == [events[i] for i in where]
+    assert list(p.ordinals)[-2:] == [own[2], own[3]]
+
+
 def test_a_line_naming_no_conversation_goes_to_its_sender_or_to_worker_0() -> None:
     first, second = Partition(0, 2), Partition(1, 2)
     owner = next(p for p in (first, second) if p.owns("s1"))

@@ -64,6 +64,9 @@ class Partition:
         # Every conversation id seen so far, numbered in order of first appearance.
         self.ordinals: dict[str, int] = {}
         self._mine: set[str] = {""}  # "": not named in the event itself: see keeps_line
+        # This worker's conversations, numbered: a batch of events (or rows) naming
+        # only these is kept whole, in one pass over its ids.
+        self._own: set[str] = set()
 
     def owns(self, conversation_id: str) -> bool:
         """Whether this worker judges the conversation (numbering it if it is new)."""
@@ -79,11 +82,14 @@ class Partition:
             self.ordinals[conversation_id] = key
             if partition_of(conversation_id, self.count) == self.index:
                 self._mine.add(conversation_id)
+                self._own.add(conversation_id)
         return conversation_id in self._mine
 
     def place_all(self, conversation_ids: list[str], keys: list[int]) -> bool:
         """:meth:`place` of each conversation with its key, in order: whether this
         worker judges them all."""
+        if self._own.issuperset(conversation_ids):
+            return True  # (numbered already: a share's batches but its first rows)
         ordinals = self.ordinals
         if not ordinals.keys() >= set(conversation_ids):
             for cid, key in zip(conversation_ids, keys, strict=True):
@@ -95,6 +101,7 @@ class Partition:
         self.ordinals[conversation_id] = len(self.ordinals)
         if partition_of(conversation_id, self.count) == self.index:
             self._mine.add(conversation_id)
+            self._own.add(conversation_id)
 
     def ordinal(self, conversation_id: str) -> int:
         """The conversation's number in order of first appearance (unseen: after all)."""
@@ -109,6 +116,8 @@ class Partition:
         rare events that do not name their conversation: flat rows are numbered
         where they stand)."""
         ids = list(map(_conversation, events))
+        if self._own.issuperset(ids):
+            return events, None  # (a SQL share's: every row checked as it was read)
         ordinals = self.ordinals
         if not ordinals.keys() >= set(ids):
             named: list[str | None] = ids
