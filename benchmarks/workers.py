@@ -18,7 +18,9 @@ whose speed drifts between minutes moves both), median and range; and what two
 processes at once do on this machine in ones (``two_at_once``: a second of pure
 Python alone, then two copies started together, once in each round before its
 pair: 2.0 on two idle cores; less where the two processes share more than the
-cores), the ceiling of the speed-up. Then the load average before each source
+cores), the ceiling of the speed-up; and each round's speed-up over that
+round's figure, median and range: the part of the machine's ceiling the
+workers reached, which is the program's (the rest is the machine's). Then the load average before each source
 (the machine may be shared), and the CPU seconds of each process of the last
 timed run (sampled from ``/proc`` every 50 ms on Linux: the parent first, then
 each worker). A last pair adds ``--junit`` (untimed: a JUnit case per verdict
@@ -299,8 +301,13 @@ def check(
     return seconds, files
 
 
-def _spread(ratios: list[float]) -> str:
-    """Ratios as ``median× (least–most)``."""
+def _spread(ratios: list[float], unit: str = "×") -> str:
+    """Ratios as ``median× (least–most)``, or (``unit`` ``%``) as percentages."""
+    if unit == "%":
+        low, mid, high = (
+            f"{100 * x:.0f}" for x in (min(ratios), statistics.median(ratios), max(ratios))
+        )
+        return f"{mid} % ({low}–{high})"
     return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
 
 
@@ -391,23 +398,28 @@ def main() -> int:
     print()
     print(
         "| source               | 1 worker: best / median s | 2 workers: best / median s "
-        "| speed-up | of each round: median (range) | two processes at once: median (range) |"
+        "| speed-up | of each round: median (range) | two processes at once: median (range) "
+        "| round ÷ two at once: median (range) |"
     )
     print(
         "|----------------------|---------------------------|----------------------------"
-        "|----------|-------------------------------|---------------------------------------|"
+        "|----------|-------------------------------|---------------------------------------"
+        "|-------------------------------------|"
     )
     for label, times, _ in rows:
         one, two = times[1], times[2]
         pairs = [a / b for a, b in zip(one, two, strict=True)]
+        of_machine = [p / c for p, c in zip(pairs, times[0], strict=True)]
         print(f"| {label:<20} | {min(one):>12.2f} / {statistics.median(one):<10.2f} | "
               f"{min(two):>13.2f} / {statistics.median(two):<10.2f} | "
               f"{min(one) / min(two):>7.2f}× | {_spread(pairs):>29} | "
-              f"{_spread(times[0]):>37} |")  # fmt: skip
+              f"{_spread(times[0]):>37} | {_spread(of_machine, '%'):>35} |")  # fmt: skip
     print(
         "(speed-up: best of 1 worker ÷ best of 2; each round: its 1 worker ÷ its 2, run one "
         "after the other; two processes at once: what two copies of a pure-Python loop "
-        "started together do, in ones, measured in each round before its pair)"
+        "started together do, in ones, measured in each round before its pair; round ÷ two "
+        "at once: how much of the machine's own figure each round's workers got, the part "
+        "that is the program's)"
     )
     print()
     for label, _, outcome in rows:
