@@ -19,14 +19,15 @@ processes at once do on this machine in ones (``two_at_once``: a second of pure
 Python alone, then two copies started together, once in each round before its
 pair: 2.0 on two idle cores; less where the two processes share more than the
 cores), the ceiling of the speed-up; and each round's speed-up over that
-round's figure, median and range: the part of the machine's ceiling the
-workers reached, which is the program's (the rest is the machine's). Then the load average before each source
-(the machine may be shared), and the CPU seconds of each process of the last
-timed run (sampled from ``/proc`` every 50 ms on Linux: the parent first, then
-each worker). A last pair adds ``--junit`` (untimed: a JUnit case per verdict
-takes seconds) and the outputs are compared: the JSON report and the JUnit file
-byte for byte, the JSONL verdicts as lines (two workers write them grouped by
-conversation). Exit status 1 when an output differs.
+round's figure, median and range: the part of the machine's ceiling the workers
+reached, which is the program's (the rest is the machine's). Then the load
+average before each source (the machine may be shared), and the CPU seconds of
+each process of the last timed run (sampled from ``/proc`` every 50 ms on
+Linux: the parent first, then each worker). A last pair adds ``--junit``
+(untimed: a JUnit case per verdict takes seconds) and the outputs are compared:
+the JSON report and the JUnit file byte for byte, the JSONL verdicts as lines
+(two workers write them grouped by conversation). Exit status 1 when an output
+differs.
 
 Every worker of a file reads and decodes the whole feed and judges its share,
 so the speed-up is below the number of cores by what reading and decoding cost.

@@ -79,10 +79,7 @@ class Partition:
         store's share): a new conversation is numbered ``key``, its first row's id,
         which orders it among every worker's as numbering every row read would."""
         if conversation_id not in self.ordinals:
-            self.ordinals[conversation_id] = key
-            if partition_of(conversation_id, self.count) == self.index:
-                self._mine.add(conversation_id)
-                self._own.add(conversation_id)
+            self._number(conversation_id, key)
         return conversation_id in self._mine
 
     def place_all(self, conversation_ids: list[str], keys: list[int]) -> bool:
@@ -98,7 +95,11 @@ class Partition:
         return self._mine.issuperset(conversation_ids)
 
     def _see(self, conversation_id: str) -> None:
-        self.ordinals[conversation_id] = len(self.ordinals)
+        self._number(conversation_id, len(self.ordinals))
+
+    def _number(self, conversation_id: str, key: int) -> None:
+        """A new conversation numbered ``key``, and this worker's when its hash says."""
+        self.ordinals[conversation_id] = key
         if partition_of(conversation_id, self.count) == self.index:
             self._mine.add(conversation_id)
             self._own.add(conversation_id)
